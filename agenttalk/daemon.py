@@ -1,0 +1,335 @@
+"""The heartbeat daemon: scan inboxes, accept commands, run them when ready, one per agent.
+
+File events only wake the loop; a full rescan every `heartbeat_seconds` is the source of truth.
+All scheduling state lives in the main thread; workers report back through a queue.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agenttalk import fsio
+from agenttalk.errors import ConfigError, InputFileError
+from agenttalk.executor import Executor, Job, Report
+from agenttalk.inputs import check_inputs
+from agenttalk.intake import Accepted, ignorable, is_candidate, quarantine, read_command
+from agenttalk.llm.registry import Providers
+from agenttalk.models import AgentProfile
+from agenttalk.society import USER_AGENT, AgentDir, CommandKey, Society
+from agenttalk.watcher import InboxWatcher
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Pending:
+    accepted: Accepted
+    arrived_at: float
+    not_before: float = 0.0
+    """After an internal error, the command is not retried before this time."""
+
+
+@dataclass
+class Slot:
+    """What the daemon knows of one agent."""
+
+    agent: AgentDir
+    pending: dict[str, Pending] = field(default_factory=dict)
+    running: str | None = None
+    """File name of the command running now (one per agent)."""
+    profile: AgentProfile | None = None
+    profile_sig: tuple[int, int] | None = None
+    profile_error: str | None = None
+    wake_at: float | None = None
+    """Earliest time something of this agent needs a look (timeout, settling file)."""
+
+
+class Daemon:
+    def __init__(self, society: Society, providers: Providers | None = None) -> None:
+        self.society = society
+        self.config = society.config
+        self.providers = providers or Providers(society.config, society.root)
+        self.executor = Executor(society, self.providers)
+        self.durable = self.config.durability == "safe"
+        self.slots: dict[str, Slot] = {}
+        self.running = 0
+        self._wake = threading.Event()
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
+        self._done: queue.SimpleQueue[tuple[str, str, Report | None]] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._starved: set[str] = set()
+        """Agents with work that found every worker busy; looked at when one frees up."""
+        self.pool: ThreadPoolExecutor | None = None
+        self.watcher: InboxWatcher | None = None
+
+    # -- public --------------------------------------------------------------------------------
+
+    def run(self, *, until_idle: bool = False, watch: bool = True) -> None:
+        self.society.agents_dir.mkdir(parents=True, exist_ok=True)
+        self.pool = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="agent")
+        if watch:
+            self.watcher = InboxWatcher(self.society.agents_dir, self.notify)
+            self.watcher.start()
+        try:
+            self._loop(until_idle)
+        finally:
+            if self.watcher:
+                self.watcher.stop()
+            self.pool.shutdown(wait=True)
+            self._drain()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def notify(self, agent_id: str) -> None:
+        """Something changed for `agent_id`: look at it now (thread-safe)."""
+        with self._dirty_lock:
+            self._dirty.add(agent_id)
+        self._wake.set()
+
+    # -- loop ----------------------------------------------------------------------------------
+
+    def _loop(self, until_idle: bool) -> None:
+        next_full = 0.0
+        while not self._stop.is_set():
+            now = time.time()
+            self._drain()
+            with self._dirty_lock:
+                dirty, self._dirty = self._dirty, set()
+            if now >= next_full:
+                dirty |= set(self.society.agent_ids())
+                next_full = now + self.config.heartbeat_seconds
+            dirty |= {
+                a for a, s in self.slots.items() if s.wake_at is not None and s.wake_at <= now
+            }
+            for agent_id in sorted(dirty):
+                self._scan(agent_id, now)
+            self._dispatch(dirty, now)
+            waits = [s.wake_at for s in self.slots.values() if s.wake_at is not None]
+            if until_idle and self.running == 0 and not self._has_work(now):
+                return
+            deadline = min([next_full, *waits])
+            self._wake.wait(
+                timeout=max(0.0, min(deadline - time.time(), 1.0 if until_idle else 3600))
+            )
+            self._wake.clear()
+
+    def _has_work(self, now: float) -> bool:
+        """Something will become runnable without new files (settling files, internal retries)."""
+        with self._dirty_lock:
+            if self._dirty:
+                return True
+        for slot in self.slots.values():
+            if slot.running is not None:
+                return True
+            if slot.wake_at is not None and slot.wake_at - now < self.config.settle_seconds + 0.5:
+                return True
+        return False
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                agent_id, name, report = self._done.get_nowait()
+            except queue.Empty:
+                return
+            self.running -= 1
+            for starved in self._starved:
+                self.notify(starved)
+            self._starved.clear()
+            slot = self.slots[agent_id]
+            slot.running = None
+            if report is None:
+                pending = slot.pending.get(name)
+                if pending:
+                    pending.not_before = time.time() + self.config.heartbeat_seconds
+            else:
+                slot.pending.pop(name, None)
+                for target in report.touched:
+                    self.notify(target)
+            self.notify(agent_id)
+
+    # -- scanning ------------------------------------------------------------------------------
+
+    def _slot(self, agent_id: str) -> Slot:
+        slot = self.slots.get(agent_id)
+        if slot is None:
+            agent = self.society.agent(agent_id)
+            agent.inbox.mkdir(parents=True, exist_ok=True)
+            agent.outbox.mkdir(parents=True, exist_ok=True)
+            slot = self.slots[agent_id] = Slot(agent)
+            if self.watcher:
+                self.watcher.watch_agent(agent_id)
+        return slot
+
+    def _scan(self, agent_id: str, now: float) -> None:
+        if agent_id == USER_AGENT or not self.society.exists(agent_id):
+            return
+        slot = self._slot(agent_id)
+        self._load_profile(slot)
+        seen: set[str] = set()
+        slot.wake_at = None
+        try:
+            entries = list(os.scandir(slot.agent.inbox))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            name = entry.name
+            if ignorable(name) or not is_candidate(name):
+                continue
+            seen.add(name)
+            if name == slot.running:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            known = slot.pending.get(name)
+            if known is not None and known.accepted.signature == (st.st_size, st.st_mtime_ns):
+                continue
+            self._intake(slot, entry.path, now)
+        for name in list(slot.pending):
+            if name not in seen and name != slot.running:
+                del slot.pending[name]
+
+    def _intake(self, slot: Slot, path_str: str, now: float) -> None:
+        path = Path(path_str)
+        agent = slot.agent
+        slot.pending.pop(path.name, None)
+        try:
+            accepted = read_command(
+                agent,
+                path,
+                max_bytes=self.config.max_file_bytes,
+                settle=self.config.settle_seconds,
+                now=now,
+            )
+            if accepted is None:
+                self._wake_slot(slot, now + self.config.settle_seconds)
+                return
+            self._check_unique(slot, accepted)
+        except InputFileError as exc:
+            quarantine(agent, path, exc, durable=self.durable)
+            return
+        except FileNotFoundError:
+            return
+        slot.pending[path.name] = Pending(accepted, self._arrival(agent, accepted, now))
+
+    def _check_unique(self, slot: Slot, accepted: Accepted) -> None:
+        command = accepted.command
+        key = CommandKey(command.plan_id, command.command_id)
+        finished = slot.agent.finished_status(key)
+        if finished is not None:
+            raise InputFileError(
+                accepted.path.name,
+                "command_id",
+                f"command {key} has already run ({finished}); it is never run twice",
+                "give the command a new command_id to run it again",
+            )
+        for name, other in slot.pending.items():
+            c = other.accepted.command
+            if (c.plan_id, c.command_id) == (
+                key.plan_id,
+                key.command_id,
+            ) and name != accepted.path.name:
+                raise InputFileError(
+                    accepted.path.name,
+                    "command_id",
+                    f"command {key} is already pending as {name}",
+                    "give the command a new command_id, or remove one of the two files",
+                )
+
+    def _arrival(self, agent: AgentDir, accepted: Accepted, now: float) -> float:
+        """First time this command was seen; kept on disk so timeouts survive restarts."""
+        command = accepted.command
+        path = agent.state_path(CommandKey(command.plan_id, command.command_id))
+        try:
+            return float(fsio.read_json(path)["arrived_at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        record = {"arrived_at": now, "file": accepted.path.name, "sha256": accepted.sha256}
+        fsio.atomic_write_json(path, record, durable=self.durable)
+        return now
+
+    def _load_profile(self, slot: Slot) -> None:
+        path = slot.agent.profile_path
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return
+        sig = (st.st_size, st.st_mtime_ns)
+        if sig == slot.profile_sig:
+            return
+        slot.profile_sig = sig
+        try:
+            slot.profile = self.society.load_profile(slot.agent.agent_id)
+            slot.profile_error = None
+        except ConfigError as exc:
+            slot.profile, slot.profile_error = None, str(exc)
+            log.error("%s; its commands wait until the profile is fixed", exc)
+
+    @staticmethod
+    def _wake_slot(slot: Slot, at: float) -> None:
+        slot.wake_at = at if slot.wake_at is None else min(slot.wake_at, at)
+
+    # -- dispatch ------------------------------------------------------------------------------
+
+    def _dispatch(self, checked: set[str], now: float) -> None:
+        for agent_id in sorted(checked):
+            slot = self.slots.get(agent_id)
+            if slot is None or slot.running is not None or slot.profile is None:
+                continue
+            if self.running >= self.config.max_concurrency:
+                if slot.pending:
+                    self._starved.add(agent_id)
+                continue
+            self._start_next(slot, now)
+
+    def _start_next(self, slot: Slot, now: float) -> None:
+        order = sorted(slot.pending.items(), key=lambda kv: (kv[1].arrived_at, kv[0]))
+        for name, pending in order:
+            if pending.not_before > now:
+                self._wake_slot(slot, pending.not_before)
+                continue
+            command = pending.accepted.command
+            check = check_inputs(slot.agent, command, settle=self.config.settle_seconds, now=now)
+            for path, problem in check.rejected:
+                quarantine(slot.agent, path, problem, durable=self.durable)
+            if check.complete or not command.wait_for_inputs:
+                self._submit(slot, name, pending, None)
+                return
+            timeout = command.timeout or self.config.default_timeout
+            if now - pending.arrived_at >= timeout:
+                error = f"timed out after {timeout:g}s waiting for inputs: missing " + ", ".join(
+                    check.missing
+                )
+                self._submit(slot, name, pending, error)
+                return
+            self._wake_slot(slot, pending.arrived_at + timeout)
+            if check.recheck_at is not None:
+                self._wake_slot(slot, check.recheck_at)
+
+    def _submit(self, slot: Slot, name: str, pending: Pending, error: str | None) -> None:
+        assert self.pool is not None and slot.profile is not None
+        job = Job(slot.agent, pending.accepted, pending.arrived_at)
+        slot.running = name
+        self.running += 1
+        self.pool.submit(self._work, job, slot.profile, name, error)
+
+    def _work(self, job: Job, profile: AgentProfile, name: str, error: str | None) -> None:
+        report: Report | None = None
+        try:
+            report = self.executor.fail(job, error) if error else self.executor.run(job, profile)
+        except Exception:
+            log.exception("%s %s: internal error; retrying later", job.agent.agent_id, job.key)
+        finally:
+            self._done.put((job.agent.agent_id, name, report))
+            self._wake.set()

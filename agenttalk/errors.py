@@ -1,0 +1,39 @@
+"""AgentTalk's exceptions.
+
+AgentTalkError              a problem to show the user as it is (the CLI exits 1)
+├── ConfigError             config.yaml or an agent profile is wrong
+├── InputFileError          a dropped file cannot be accepted (names file, field, fix)
+└── LLMError                the LLM call failed for good (after the retry layer gave up)
+"""
+
+from __future__ import annotations
+
+
+class AgentTalkError(Exception):
+    """Base class: the message is meant for the user."""
+
+
+class ConfigError(AgentTalkError):
+    """config.yaml or an agent profile is invalid."""
+
+
+class InputFileError(AgentTalkError):
+    """A file dropped into an inbox cannot be accepted."""
+
+    def __init__(self, file: str, field: str, problem: str, fix: str) -> None:
+        self.file = file
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"{file}: {field}: {problem} (fix: {fix})")
+
+    def as_record(self) -> dict[str, str]:
+        return {"file": self.file, "field": self.field, "error": self.problem, "fix": self.fix}
+
+
+class LLMError(AgentTalkError):
+    """The LLM call failed and will not be retried further; `history` lists retried errors."""
+
+    def __init__(self, message: str, history: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.history = history or []

@@ -1,0 +1,84 @@
+"""Atomic, optionally durable file operations (write tmp, fsync, rename, fsync directory)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write `data` to `path` so readers see the old file or the whole new one, never a part.
+
+    The temporary file is a dotfile in the same folder (same filesystem; scanners skip dotfiles).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        if durable:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def dumps(obj: Any) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, indent=2, default=str) + "\n").encode("utf-8")
+
+
+def atomic_write_json(path: Path, obj: Any, *, durable: bool = True) -> None:
+    atomic_write_bytes(path, dumps(obj), durable=durable)
+
+
+def move(src: Path, dst: Path, *, durable: bool = True) -> Path:
+    """Rename `src` to `dst` (same filesystem); an existing `dst` gets a numbered sibling name."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    final = dst
+    n = 1
+    while final.exists() or final.is_symlink():
+        final = dst.with_name(f"{dst.stem}.{n}{dst.suffix}")
+        n += 1
+    os.rename(src, final)
+    if durable:
+        fsync_dir(final.parent)
+        if final.parent != src.parent:
+            fsync_dir(src.parent)
+    return final
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -1,0 +1,49 @@
+"""A scripted LLM for tests and explicit dry runs (`provider: fake`); never chosen implicitly."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agenttalk.errors import LLMError
+from agenttalk.llm import LLMRequest, LLMResponse, Usage
+
+Script = Sequence[str | dict[str, Any]] | Callable[[LLMRequest], str | dict[str, Any]]
+
+
+def dry_run_reply(request: LLMRequest) -> dict[str, Any]:
+    """The reply used when no script is given: it names the task and passes any score check."""
+    task = request.messages[-1]["content"].strip().splitlines()[0][:120]
+    return {"result": f"[dry run] {task}", "score": 100, "score_explanation": "dry run"}
+
+
+class FakeProvider:
+    """Replies from a list (in order) or a function of the request; keeps every request."""
+
+    def __init__(self, script: Script | None = None, name: str = "fake") -> None:
+        self.name = name
+        self._script: Script = script if script is not None else dry_run_reply
+        self._next = 0
+        self._lock = threading.Lock()
+        self.history: list[LLMRequest] = []
+
+    def complete(self, request: LLMRequest) -> LLMResponse:
+        with self._lock:
+            self.history.append(request)
+            if callable(self._script):
+                reply = self._script(request)
+            else:
+                if self._next >= len(self._script):
+                    raise LLMError(f"{self.name}: the script has no reply left")
+                reply = self._script[self._next]
+                self._next += 1
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        words = sum(len(m["content"].split()) for m in request.messages)
+        usage = Usage(
+            prompt_tokens=words,
+            completion_tokens=len(text.split()),
+            total_tokens=words + len(text.split()),
+        )
+        return LLMResponse(text=text, model=request.model, usage=usage)

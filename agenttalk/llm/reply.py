@@ -1,0 +1,152 @@
+"""Getting a `{result, score?, score_explanation?}` reply: extraction, validation, repair."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal
+
+import jsonschema
+from pydantic import BaseModel, Field
+
+from agenttalk.errors import LLMError
+from agenttalk.llm import LLMRequest, Provider, Usage
+
+MAX_REPAIRS = 2
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+
+
+def reply_schema(score_required: bool) -> dict[str, Any]:
+    """`score` is required exactly when the command asks for one."""
+    return {
+        "type": "object",
+        "properties": {
+            "result": {"not": {"type": "null"}},
+            "score": {"type": "number", "minimum": 0, "maximum": 100},
+            "score_explanation": {"type": "string"},
+        },
+        "required": ["result", "score", "score_explanation"] if score_required else ["result"],
+    }
+
+
+def contract(score_required: bool) -> str:
+    if score_required:
+        return (
+            'Reply with only one JSON object: {"result": <your result>, "score": <number from 0 '
+            'to 100>, "score_explanation": "<why this score>"}.'
+        )
+    return 'Reply with only one JSON object: {"result": <your result>}.'
+
+
+def extract_json(text: str) -> Any:
+    """Parse the reply, tolerating a code fence or prose around one JSON object."""
+    stripped = text.strip()
+    candidates = [stripped]
+    candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if start != -1 and end > start:
+        candidates.append(stripped[start : end + 1])
+    error: ValueError | None = None
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError as exc:
+            error = error or exc
+    raise ValueError(f"the reply is not JSON ({error})")
+
+
+def validate_reply(text: str, schema: dict[str, Any]) -> dict[str, Any]:
+    data = extract_json(text)
+    try:
+        jsonschema.validate(data, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "the reply"
+        raise ValueError(f"{where}: {exc.message}") from exc
+    assert isinstance(data, dict)
+    return data
+
+
+class Attempt(BaseModel):
+    number: int
+    messages_added: list[dict[str, str]]
+    """Messages sent in this attempt beyond those of the attempt before (all, for the first)."""
+    raw_reply: str | None = None
+    error: str | None = None
+    transient_errors: list[str] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    model: str | None = None
+
+
+class Outcome(BaseModel):
+    """What the LLM produced for one command; persisted before anything is delivered."""
+
+    status: Literal["ok", "failed"]
+    reply: dict[str, Any] | None = None
+    error: str | None = None
+    service: str
+    model: str
+    attempts: list[Attempt] = Field(default_factory=list)
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for attempt in self.attempts:
+            total = total + attempt.usage
+        return total
+
+
+def ask_structured(
+    provider: Provider, request: LLMRequest, *, score_required: bool, max_repairs: int = MAX_REPAIRS
+) -> Outcome:
+    schema = reply_schema(score_required)
+    request = request.model_copy(update={"response_schema": schema})
+    attempts: list[Attempt] = []
+    added = list(request.messages)
+    for number in range(1, max_repairs + 2):
+        attempt = Attempt(number=number, messages_added=added)
+        attempts.append(attempt)
+        try:
+            response = provider.complete(request)
+        except LLMError as exc:
+            attempt.error = str(exc)
+            attempt.transient_errors = exc.history
+            return Outcome(
+                status="failed",
+                error=str(exc),
+                service=provider.name,
+                model=request.model,
+                attempts=attempts,
+            )
+        attempt.raw_reply = response.text
+        attempt.usage = response.usage
+        attempt.latency_s = round(response.latency_s, 4)
+        attempt.transient_errors = response.transient_errors
+        attempt.model = response.model
+        try:
+            reply = validate_reply(response.text, schema)
+        except ValueError as exc:
+            attempt.error = str(exc)
+            added = [
+                {"role": "assistant", "content": response.text},
+                {
+                    "role": "user",
+                    "content": f"Your reply could not be used: {exc}. {contract(score_required)}",
+                },
+            ]
+            request = request.model_copy(update={"messages": request.messages + added})
+            continue
+        return Outcome(
+            status="ok",
+            reply=reply,
+            service=provider.name,
+            model=response.model,
+            attempts=attempts,
+        )
+    return Outcome(
+        status="failed",
+        error=f"the reply was not valid after {max_repairs} repair attempts: {attempts[-1].error}",
+        service=provider.name,
+        model=request.model,
+        attempts=attempts,
+    )

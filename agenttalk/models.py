@@ -1,0 +1,170 @@
+"""The files that cross a boundary: commands, agent profiles and delivered messages."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+from agenttalk.templates import (
+    FAILURE_FIELDS,
+    MESSAGE_FIELDS,
+    OUTPUT_NAME_FIELDS,
+    check_template,
+    render,
+)
+
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_UNSAFE_NAME_CHARS = re.compile(r"[/\\\x00]")
+
+
+def _identifier(value: str) -> str:
+    if not _ID_RE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a valid id: use letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit, at most 128 characters"
+        )
+    return value
+
+
+Identifier = Annotated[str, AfterValidator(_identifier)]
+
+
+def check_file_name(name: str) -> str:
+    """A single file name inside a folder: no path separators, no leading dot, no '..'."""
+    if not name or _UNSAFE_NAME_CHARS.search(name) or name.startswith(".") or ".." in name:
+        raise ValueError(
+            f"{name!r} must be a plain file name inside the inbox "
+            "(no '/', '\\', '..', absolute path or leading dot)"
+        )
+    return name
+
+
+def _pattern(value: str) -> str:
+    return check_file_name(value)
+
+
+InputPattern = Annotated[str, AfterValidator(_pattern)]
+
+
+class SendCondition(BaseModel):
+    """Targets added when the score reaches `min_score` (the highest reached condition wins)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_score: float = Field(ge=0, le=100)
+    send_to: list[Identifier] = Field(min_length=1)
+
+
+class OnComplete(BaseModel):
+    """Where the result goes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    send_to: list[Identifier] = Field(default_factory=list)
+    """Agents that always receive the result."""
+    send_to_condition: list[SendCondition] = Field(default_factory=list)
+    """Score branches; needs `score_required: true`."""
+    message_template: str = "{result}"
+    """The message text: {result} {score} {score_explanation} {command_id} {plan_id} {agent_id}."""
+    output_name: str = "{command_id}_from_{agent_id}.json"
+    """File name in the target's inbox: {command_id} {plan_id} {agent_id} {to}."""
+
+    @model_validator(mode="after")
+    def _templates(self) -> OnComplete:
+        check_template(self.message_template, MESSAGE_FIELDS)
+        check_output_name(self.output_name)
+        return self
+
+
+class OnFailure(BaseModel):
+    """Who hears about a failure."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    send_to: list[Identifier] = Field(default_factory=list)
+    message_template: str = "Command {command_id} of {agent_id} failed: {error}"
+    """The failure text: {error} {command_id} {plan_id} {agent_id}."""
+
+    @model_validator(mode="after")
+    def _template(self) -> OnFailure:
+        check_template(self.message_template, FAILURE_FIELDS)
+        return self
+
+
+def check_output_name(template: str) -> None:
+    check_template(template, OUTPUT_NAME_FIELDS)
+    sample = render(template, dict.fromkeys(OUTPUT_NAME_FIELDS, "x"))
+    check_file_name(sample)
+
+
+class Command(BaseModel):
+    """An execution command, `cmd_*.json` (seed PR-007, plus timeout, on_failure, output_name)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command_id: Identifier
+    plan_id: Identifier = "default"
+    """Plan this command belongs to; its inputs come only from this plan (or from no plan)."""
+    prompt: str = Field(min_length=1)
+    required_inputs: list[InputPattern] = Field(default_factory=list)
+    """File names or glob patterns in the inbox; each must match at least one file."""
+    wait_for_inputs: bool = True
+    """Wait until every input is present; false runs at once and names the missing ones."""
+    score_required: bool = False
+    score_criteria: str | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds to wait for inputs, from arrival; unset means config `default_timeout`."""
+    on_complete: OnComplete = Field(default_factory=OnComplete)
+    on_failure: OnFailure = Field(default_factory=OnFailure)
+
+    @model_validator(mode="after")
+    def _conditions_need_score(self) -> Command:
+        if self.on_complete.send_to_condition and not self.score_required:
+            raise ValueError(
+                "on_complete.send_to_condition routes by score: set score_required to true"
+            )
+        return self
+
+
+class LLMSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    service: str | None = None
+    """A service name from config.yaml `llm.services`; unset means `llm.default`."""
+    model: str | None = None
+    """Overrides the service's model."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+
+
+class AgentProfile(BaseModel):
+    """`agents/<id>/agent_profile.json`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_id: Identifier
+    name: str
+    prompt: str
+    """The agent's own role prompt, placed first in every system message."""
+    description: str | None = None
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+
+
+class Message(BaseModel):
+    """A result (or failure notice) delivered into another agent's inbox."""
+
+    message_id: str
+    plan_id: str
+    command_id: str
+    from_: str = Field(validation_alias=AliasChoices("from", "from_"), serialization_alias="from")
+    to: str
+    created_at: str
+    status: str = "done"
+    """`done` for a result, `failed` for an on_failure notice."""
+    result: Any = None
+    score: float | None = None
+    score_explanation: str | None = None
+    text: str
+    error: str | None = None

@@ -1,0 +1,166 @@
+"""What every command is doing, read from the files alone (the daemon need not run)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agenttalk.errors import ConfigError, InputFileError
+from agenttalk.inputs import check_inputs
+from agenttalk.intake import ignorable, is_candidate, read_command
+from agenttalk.society import USER_AGENT, AgentDir, CommandKey, Society
+
+
+class CommandState(BaseModel):
+    plan_id: str
+    command_id: str
+    state: str
+    """pending (ready to run), waiting, running, done, failed or invalid."""
+    file: str
+    missing_inputs: list[str] = Field(default_factory=list)
+    error: str | None = None
+    score: float | None = None
+
+
+class AgentStatus(BaseModel):
+    agent_id: str
+    profile_error: str | None = None
+    commands: list[CommandState] = Field(default_factory=list)
+    rejected_files: list[dict[str, Any]] = Field(default_factory=list)
+
+    def count(self, state: str) -> int:
+        return sum(1 for c in self.commands if c.state == state)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _running(agent: AgentDir, key: CommandKey) -> bool:
+    try:
+        pid = int(json.loads(agent.running_path(key).read_bytes())["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return _pid_alive(pid)
+
+
+def _audit(agent: AgentDir, key: CommandKey) -> dict[str, Any]:
+    try:
+        data = json.loads((agent.audit_dir(key) / "audit.json").read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def agent_status(society: Society, agent_id: str) -> AgentStatus:
+    agent = society.agent(agent_id)
+    status = AgentStatus(agent_id=agent_id)
+    if agent_id == USER_AGENT:
+        return status
+    try:
+        society.load_profile(agent_id)
+    except ConfigError as exc:
+        status.profile_error = str(exc)
+    config = society.config
+    if agent.inbox.is_dir():
+        for path in sorted(agent.inbox.iterdir()):
+            if ignorable(path.name) or not is_candidate(path.name):
+                continue
+            try:
+                accepted = read_command(
+                    agent, path, max_bytes=config.max_file_bytes, settle=config.settle_seconds
+                )
+            except (InputFileError, OSError) as exc:
+                status.commands.append(
+                    CommandState(
+                        plan_id="?", command_id="?", state="invalid", file=path.name, error=str(exc)
+                    )
+                )
+                continue
+            if accepted is None:
+                continue
+            cmd = accepted.command
+            key = CommandKey(cmd.plan_id, cmd.command_id)
+            state = CommandState(
+                plan_id=cmd.plan_id, command_id=cmd.command_id, state="pending", file=path.name
+            )
+            if _running(agent, key):
+                state.state = "running"
+            else:
+                check = check_inputs(agent, cmd, settle=config.settle_seconds)
+                if not check.complete and cmd.wait_for_inputs:
+                    state.state, state.missing_inputs = "waiting", check.missing
+            status.commands.append(state)
+    for finished in ("done", "failed"):
+        folder = agent.archive / finished
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.glob("*/*.json")):
+            key = CommandKey(path.parent.name, path.stem)
+            audit = _audit(agent, key)
+            status.commands.append(
+                CommandState(
+                    plan_id=key.plan_id,
+                    command_id=key.command_id,
+                    state=finished,
+                    file=str(path.relative_to(agent.path)),
+                    error=audit.get("error"),
+                    score=audit.get("score"),
+                )
+            )
+    bad = agent.archive / "bad"
+    if bad.is_dir():
+        for path in sorted(bad.glob("*.error.json")):
+            try:
+                status.rejected_files.append(json.loads(path.read_bytes()))
+            except (OSError, ValueError):
+                continue
+    return status
+
+
+def society_status(society: Society, agent_ids: list[str] | None = None) -> list[AgentStatus]:
+    return [agent_status(society, a) for a in (agent_ids or society.agent_ids())]
+
+
+def render_text(statuses: list[AgentStatus], plan_id: str | None = None) -> str:
+    lines = []
+    for st in statuses:
+        commands = [c for c in st.commands if plan_id is None or c.plan_id == plan_id]
+        if plan_id is not None and not commands:
+            continue
+        counts = ", ".join(
+            f"{n} {s}"
+            for s in ("pending", "waiting", "running", "done", "failed", "invalid")
+            if (n := sum(1 for c in commands if c.state == s))
+        )
+        lines.append(f"{st.agent_id}: {counts or 'idle'}")
+        if st.profile_error:
+            lines.append(f"  ! profile: {st.profile_error}")
+        for c in commands:
+            if c.state in ("done",) and plan_id is None:
+                continue
+            detail = ""
+            if c.missing_inputs:
+                detail = " missing: " + ", ".join(c.missing_inputs)
+            if c.error:
+                detail += f" error: {c.error}"
+            if c.score is not None:
+                detail += f" score: {c.score:g}"
+            lines.append(f"  {c.state:8} {c.plan_id}/{c.command_id} ({c.file}){detail}")
+        if plan_id is None:
+            for rec in st.rejected_files:
+                lines.append(
+                    f"  rejected {Path(str(rec.get('moved_to', '?'))).name}: "
+                    f"{rec.get('field')}: {rec.get('error')} (fix: {rec.get('fix')})"
+                )
+    return "\n".join(lines) or "no agents"
