@@ -60,6 +60,8 @@ def _setup_logging(verbose: bool) -> None:
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)
     logging.getLogger("httpx2").setLevel(logging.WARNING)
+    # watchdog logs a harmless error per watch when its observer stops; hide that noise.
+    logging.getLogger("watchdog.observers.inotify").setLevel(logging.CRITICAL)
 
 
 @app.command()
@@ -84,18 +86,28 @@ def run(
     until_idle: Annotated[
         bool, typer.Option("--until-idle", help="Exit 0 once nothing is runnable or running.")
     ] = False,
+    service: Annotated[
+        str | None,
+        typer.Option(
+            "--service",
+            help="Run every agent on this configured service, e.g. `--service dry-run` "
+            "(the scripted fake) to try a society without a model.",
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Run the heartbeat daemon: execute commands as their inputs arrive (Ctrl-C stops)."""
     _setup_logging(verbose)
     try:
         society = _society(root)
+        if service is not None and service not in society.config.llm.services:
+            raise ConfigError(f"--service {service}: not in config.yaml llm.services")
         providers = Providers(society.config, society.root)
-        for name in _services_in_use(society):
+        for name in {service} if service else _services_in_use(society):
             providers.get(name)  # fail now on a missing key, not at the first command
     except AgentTalkError as exc:
         _fail(exc)
-    daemon = Daemon(society, providers)
+    daemon = Daemon(society, providers, service_override=service)
     signal.signal(signal.SIGTERM, lambda *_: daemon.stop())
     try:
         daemon.run(until_idle=until_idle)

@@ -52,11 +52,16 @@ class Slot:
 
 
 class Daemon:
-    def __init__(self, society: Society, providers: Providers | None = None) -> None:
+    def __init__(
+        self,
+        society: Society,
+        providers: Providers | None = None,
+        service_override: str | None = None,
+    ) -> None:
         self.society = society
         self.config = society.config
         self.providers = providers or Providers(society.config, society.root)
-        self.executor = Executor(society, self.providers)
+        self.executor = Executor(society, self.providers, service_override)
         self.durable = self.config.durability == "safe"
         self.slots: dict[str, Slot] = {}
         self.running = 0

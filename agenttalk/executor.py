@@ -69,9 +69,13 @@ def _iso(ts: float) -> str:
 
 
 class Executor:
-    def __init__(self, society: Society, providers: Providers) -> None:
+    def __init__(
+        self, society: Society, providers: Providers, service_override: str | None = None
+    ) -> None:
         self.society = society
         self.providers = providers
+        self.service_override = service_override
+        """Run every agent on this service (e.g. `--service dry-run`), whatever its profile says."""
         self.durable = society.config.durability == "safe"
 
     def run(self, job: Job, profile: AgentProfile) -> Report:
@@ -127,7 +131,7 @@ class Executor:
                 InputContent(item.name, fsio.sha256_bytes(data), len(data), text, truncated)
             )
         messages = compose(profile, job.command, contents, check.missing)
-        service_name = profile.llm.service or config.llm.default
+        service_name = self.service_override or profile.llm.service or config.llm.default
         service = config.llm.services[service_name]
         request = LLMRequest(
             messages=messages,
