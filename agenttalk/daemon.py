@@ -51,6 +51,15 @@ class Slot:
     """Earliest time something of this agent needs a look (timeout, settling file)."""
 
 
+def _duplicate(file: str, key: CommandKey, pending_as: str) -> InputFileError:
+    return InputFileError(
+        file,
+        "command_id",
+        f"command {key} is already pending as {pending_as}",
+        "give the command a new command_id, or remove one of the two files",
+    )
+
+
 class Daemon:
     def __init__(
         self,
@@ -190,6 +199,8 @@ class Daemon:
             name = entry.name
             if ignorable(name) or not is_candidate(name):
                 continue
+            if entry.is_dir(follow_symlinks=False):
+                continue  # a plan's folder: plan ids may look like command file names
             seen.add(name)
             if name == slot.running:
                 continue
@@ -241,16 +252,26 @@ class Daemon:
             )
         for name, other in slot.pending.items():
             c = other.accepted.command
-            if (c.plan_id, c.command_id) == (
-                key.plan_id,
-                key.command_id,
-            ) and name != accepted.path.name:
-                raise InputFileError(
-                    accepted.path.name,
-                    "command_id",
-                    f"command {key} is already pending as {name}",
-                    "give the command a new command_id, or remove one of the two files",
-                )
+            if (c.plan_id, c.command_id) != (key.plan_id, key.command_id):
+                continue
+            if name == accepted.path.name:
+                continue
+            if name != slot.running and self._first_file(slot.agent, key) == accepted.path.name:
+                # After a restart the later copy may be scanned first: the file accepted first
+                # (recorded with its arrival time) stays pending, the copy goes.
+                del slot.pending[name]
+                error = _duplicate(name, key, accepted.path.name)
+                quarantine(slot.agent, other.accepted.path, error, durable=self.durable)
+                return
+            raise _duplicate(accepted.path.name, key, name)
+
+    @staticmethod
+    def _first_file(agent: AgentDir, key: CommandKey) -> str | None:
+        """The file name under which `key` was first accepted, if it was."""
+        try:
+            return str(fsio.read_json(agent.state_path(key))["file"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
     def _arrival(self, agent: AgentDir, accepted: Accepted, now: float) -> float:
         """First time this command was seen; kept on disk so timeouts survive restarts."""

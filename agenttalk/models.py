@@ -5,7 +5,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from agenttalk.templates import (
     FAILURE_FIELDS,
@@ -19,7 +27,7 @@ _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _UNSAFE_NAME_CHARS = re.compile(r"[/\\\x00]")
 
 
-def _identifier(value: str) -> str:
+def check_identifier(value: str) -> str:
     if not _ID_RE.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a valid id: use letters, digits, '_', '-' or '.', "
@@ -28,7 +36,7 @@ def _identifier(value: str) -> str:
     return value
 
 
-Identifier = Annotated[str, AfterValidator(_identifier)]
+Identifier = Annotated[str, AfterValidator(check_identifier)]
 
 
 def check_file_name(name: str) -> str:
@@ -71,11 +79,18 @@ class OnComplete(BaseModel):
     output_name: str = "{command_id}_from_{agent_id}.json"
     """File name in the target's inbox: {command_id} {plan_id} {agent_id} {to}."""
 
-    @model_validator(mode="after")
-    def _templates(self) -> OnComplete:
-        check_template(self.message_template, MESSAGE_FIELDS)
-        check_output_name(self.output_name)
-        return self
+    # Field validators, so an error names `on_complete.output_name`, not just `on_complete`.
+    @field_validator("message_template")
+    @classmethod
+    def _message_template(cls, value: str) -> str:
+        check_template(value, MESSAGE_FIELDS)
+        return value
+
+    @field_validator("output_name")
+    @classmethod
+    def _output_name(cls, value: str) -> str:
+        check_output_name(value)
+        return value
 
 
 class OnFailure(BaseModel):
@@ -87,10 +102,11 @@ class OnFailure(BaseModel):
     message_template: str = "Command {command_id} of {agent_id} failed: {error}"
     """The failure text: {error} {command_id} {plan_id} {agent_id}."""
 
-    @model_validator(mode="after")
-    def _template(self) -> OnFailure:
-        check_template(self.message_template, FAILURE_FIELDS)
-        return self
+    @field_validator("message_template")
+    @classmethod
+    def _template(cls, value: str) -> str:
+        check_template(value, FAILURE_FIELDS)
+        return value
 
 
 def check_output_name(template: str) -> None:

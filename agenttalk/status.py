@@ -76,6 +76,8 @@ def agent_status(society: Society, agent_id: str) -> AgentStatus:
         for path in sorted(agent.inbox.iterdir()):
             if ignorable(path.name) or not is_candidate(path.name):
                 continue
+            if path.is_dir() and not path.is_symlink():
+                continue  # a plan's folder, not a command
             try:
                 accepted = read_command(
                     agent, path, max_bytes=config.max_file_bytes, settle=config.settle_seconds

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agenttalk import fsio
 from agenttalk.errors import AgentTalkError, InputFileError
 from agenttalk.intake import check_targets, validation_to_input_error
-from agenttalk.models import Command, Identifier, check_file_name
+from agenttalk.models import Command, Identifier, check_file_name, check_identifier
 from agenttalk.society import USER_AGENT, CommandKey, Society
 
 
@@ -88,6 +88,13 @@ def send_file(society: Society, agent_id: str, source: Path, plan_id: str | None
         check_file_name(source.name)
     except ValueError as exc:
         raise InputFileError(source.name, "(name)", str(exc), "rename the file") from exc
+    if plan_id is not None:
+        try:
+            check_identifier(plan_id)  # it becomes a folder name: no way out of the inbox
+        except ValueError as exc:
+            raise InputFileError(
+                source.name, "--plan", str(exc), "use the plan_id of the plan the input is for"
+            ) from exc
     agent = society.agent(agent_id)
     folder = agent.plan_inbox(plan_id) if plan_id else agent.inbox
     target = folder / source.name

@@ -30,15 +30,17 @@ class FakeProvider:
         self.history: list[LLMRequest] = []
 
     def complete(self, request: LLMRequest) -> LLMResponse:
+        script = self._script
         with self._lock:
             self.history.append(request)
-            if callable(self._script):
-                reply = self._script(request)
-            else:
-                if self._next >= len(self._script):
+            if not callable(script):
+                if self._next >= len(script):
                     raise LLMError(f"{self.name}: the script has no reply left")
-                reply = self._script[self._next]
+                reply = script[self._next]
                 self._next += 1
+        if callable(script):
+            # Outside the lock: agents run in parallel, as with a real service.
+            reply = script(request)
         text = reply if isinstance(reply, str) else json.dumps(reply)
         words = sum(len(m["content"].split()) for m in request.messages)
         usage = Usage(
