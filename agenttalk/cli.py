@@ -15,6 +15,7 @@ from agenttalk.config import Config
 from agenttalk.daemon import Daemon
 from agenttalk.errors import AgentTalkError, ConfigError, InputFileError
 from agenttalk.llm.registry import Providers
+from agenttalk.llm.selection import default_service, select_service, unservable
 from agenttalk.models import AgentProfile, Command, Message
 from agenttalk.scaffold import init_society
 from agenttalk.society import Society, resolve_root
@@ -52,9 +53,9 @@ def _fail(exc: Exception) -> NoReturn:
     raise typer.Exit(1)
 
 
-def _setup_logging(verbose: bool) -> None:
+def _setup_logging(verbose: bool, quiet: bool = False) -> None:
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
+        level=logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
         stream=sys.stderr,
     )
@@ -116,15 +117,14 @@ def run(
 
 
 def _services_in_use(society: Society) -> set[str]:
-    names = {society.config.llm.default}
+    """The services the society's agents will call (the default one at least)."""
+    names = {default_service(society.config)}
     for agent_id in society.agent_ids():
         if society.agent(agent_id).profile_path.exists():
             try:
-                service = society.load_profile(agent_id).llm.service
+                names.add(select_service(society.config, society.load_profile(agent_id)))
             except ConfigError:
                 continue
-            if service:
-                names.add(service)
     return names
 
 
@@ -167,9 +167,12 @@ def validate(root: RootOption = None) -> None:
     except AgentTalkError as exc:
         _fail(exc)
     for agent_id in society.agent_ids():
-        if society.agent(agent_id).profile_path.exists():
+        profile_path = society.agent(agent_id).profile_path
+        if profile_path.exists():
             try:
-                society.load_profile(agent_id)
+                why = unservable(society.config, society.load_profile(agent_id))
+                if why:
+                    problems.append(f"{profile_path}: {why}")
             except ConfigError as exc:
                 problems.append(str(exc))
         for st in society_status(society, [agent_id]):
@@ -221,6 +224,64 @@ def schema(
     if model is None:
         _fail(AgentTalkError(f"unknown kind {kind!r}; use one of: {', '.join(SCHEMAS)}"))
     typer.echo(json.dumps(model.model_json_schema(by_alias=True), indent=2))
+
+
+@app.command()
+def demo(
+    directory: Annotated[
+        Path | None, typer.Argument(help="Folder for the society (default: a new temp folder).")
+    ] = None,
+    service: Annotated[
+        str | None, typer.Option("--service", help="Service to use (default: automatic).")
+    ] = None,
+) -> None:
+    """Create a fresh example society and run it to completion on the default service."""
+    import tempfile
+
+    from rich.console import Console
+
+    from agenttalk.demo import run_demo
+
+    _setup_logging(False, quiet=True)
+    target = directory or Path(tempfile.mkdtemp(prefix="agenttalk-demo-"))
+    try:
+        config = Society(target).config if (target / "config.yaml").exists() else Config()
+        name = service or default_service(config)
+        ok = run_demo(target, name, Console())
+    except AgentTalkError as exc:
+        _fail(exc)
+    raise typer.Exit(0 if ok else 1)
+
+
+@app.command()
+def usage(root: RootOption = None, as_json: JsonOption = False) -> None:
+    """Tokens, calls, latency and estimated cost per agent, plan and service (from the audits)."""
+    from agenttalk.usage import usage_report
+
+    try:
+        report = usage_report(_society(root))
+    except AgentTalkError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    lines = []
+    for title, group in (
+        ("agent", report.by_agent),
+        ("plan", report.by_plan),
+        ("service", report.by_service),
+    ):
+        lines.append(f"by {title}:")
+        for name, t in group.items():
+            lines.append(
+                f"  {name:28} {t.commands:5} commands {t.calls:5} calls "
+                f"{t.prompt_tokens:9} in {t.completion_tokens:8} out  cost {t.cost:.4f}"
+            )
+    t = report.total
+    lines.append(
+        f"total: {t.commands} commands, {t.calls} calls, {t.total_tokens} tokens, cost {t.cost:.4f}"
+    )
+    typer.echo("\n".join(lines))
 
 
 @plan_app.command("submit")

@@ -12,12 +12,13 @@ from agenttalk.errors import ConfigError
 
 
 class ServiceConfig(BaseModel):
-    """One LLM service, reached through an OpenAI-compatible API (or the scripted fake)."""
+    """One LLM service: an OpenAI-compatible server, the embedded local model, or the fake."""
 
     model_config = ConfigDict(extra="forbid")
 
-    provider: Literal["openai", "fake"] = "openai"
-    """`openai`: any OpenAI-compatible server; `fake`: scripted replies (tests, dry runs)."""
+    provider: Literal["openai", "local", "fake"] = "openai"
+    """`openai`: any OpenAI-compatible server; `local`: Gemma 3 270M in-process (the `local`
+    extra); `fake`: scripted replies (tests, dry runs; never chosen implicitly)."""
     base_url: str | None = None
     """API base URL; unset means the SDK's OPENAI_BASE_URL, else api.openai.com."""
     model: str = "gpt-4o-mini"
@@ -32,27 +33,77 @@ class ServiceConfig(BaseModel):
     """First backoff delay; doubles per retry, with jitter, unless the server sends Retry-After."""
     retry_max_seconds: float = Field(default=60.0, ge=0)
     """Upper bound of one backoff delay, also for Retry-After."""
+    max_concurrency: int | None = Field(default=None, ge=1)
+    """Calls in flight to this service at once; unset means only the global cap applies."""
+    rpm: int | None = Field(default=None, ge=1)
+    """Requests per minute allowed (token bucket); a command waits for capacity."""
+    tpm: int | None = Field(default=None, ge=1)
+    """Tokens per minute allowed (estimated before the call, corrected by the reported usage)."""
+    supports_json_schema: bool = False
+    """Send the reply schema as `response_format` (json_schema); else the prompt carries it."""
+    json_mode: bool = False
+    """Send `response_format: json_object` when json_schema is not supported."""
+    capabilities: list[str] = Field(default_factory=list)
+    """Tags such as `reasoning`, `coding`, `cheap`; profiles may ask for them."""
+    price_input_per_mtok: float = Field(default=0.0, ge=0)
+    """Price per million prompt tokens, for cost estimates and money budgets."""
+    price_output_per_mtok: float = Field(default=0.0, ge=0)
+    """Price per million completion tokens."""
+    model_path: str | None = None
+    """local only: a GGUF file; unset means the Gemma 3 270M weights of the `local` extra."""
+    context_window: int = Field(default=4096, ge=256)
+    """local only: context size in tokens."""
     replies_file: str | None = None
     """fake only: a JSON file with a list of replies (strings or objects), used in order."""
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (
+            prompt_tokens * self.price_input_per_mtok
+            + completion_tokens * self.price_output_per_mtok
+        ) / 1_000_000
+
+
+def _default_services() -> dict[str, ServiceConfig]:
+    return {
+        "openai": ServiceConfig(),
+        "local": ServiceConfig(provider="local", model="gemma-3-270m", capabilities=["cheap"]),
+    }
 
 
 class LLMConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    default: str = "openai"
-    """The service used by agents whose profile names none."""
-    services: dict[str, ServiceConfig] = Field(default_factory=lambda: {"openai": ServiceConfig()})
-    """Named services; an agent profile picks one with `llm.service`."""
+    default: str | None = None
+    """The service for agents whose profile names none; unset means automatic: an `openai`
+    service when OPENAI_API_KEY or OPENAI_BASE_URL is set, else `local` when installed."""
+    services: dict[str, ServiceConfig] = Field(default_factory=_default_services)
+    """Named services, in order of preference for capability matching."""
 
     @model_validator(mode="after")
     def _default_exists(self) -> LLMConfig:
-        if self.default not in self.services:
+        if self.default is not None and self.default not in self.services:
             names = ", ".join(sorted(self.services)) or "none"
             raise ValueError(
                 f"llm.default is {self.default!r} but llm.services has only: {names}; "
                 "name one of them or add the service"
             )
         return self
+
+
+class Limit(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Total tokens (prompt + completion) that may be spent."""
+    max_cost: float | None = Field(default=None, gt=0)
+    """Money that may be spent, in the unit of the services' prices."""
+
+
+class BudgetConfig(Limit):
+    """Spending limits; once reached, further commands fail with "budget exceeded"."""
+
+    plans: dict[str, Limit] = Field(default_factory=dict)
+    """Limits per plan_id, on top of the global one."""
 
 
 class Config(BaseModel):
@@ -75,6 +126,7 @@ class Config(BaseModel):
     durability: Literal["safe", "fast"] = "safe"
     """`safe` fsyncs files and directories so a crash loses nothing accepted; `fast` skips fsync."""
     llm: LLMConfig = Field(default_factory=LLMConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
 
 
 def load_config(root: Path) -> Config:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agenttalk import fsio
-from agenttalk.errors import ConfigError, InputFileError
+from agenttalk.errors import ConfigError, InputFileError, ServiceAuthError
 from agenttalk.executor import Executor, Job, Report
 from agenttalk.inputs import check_inputs
 from agenttalk.intake import Accepted, ignorable, is_candidate, quarantine, read_command
@@ -26,6 +27,42 @@ from agenttalk.society import USER_AGENT, AgentDir, CommandKey, Society
 from agenttalk.watcher import InboxWatcher
 
 log = logging.getLogger(__name__)
+
+_TEMPORARY = re.compile(r"\..+\.(\d+)\.[0-9a-f]{8}\.tmp")
+"""The temporary files of `fsio.atomic_write_bytes`: `.<name>.<pid>.<8 hex digits>.tmp`."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_temporaries(agents_dir: Path) -> None:
+    """Remove the temporary files of writers that were killed mid-write (run before any work).
+
+    A live pid other than ours may be writing now (`agenttalk send`); ours is a pid reused after
+    a restart (as in a container), since this runs before this daemon writes anything.
+    """
+    me = os.getpid()
+    for folder, _dirs, names in os.walk(agents_dir):
+        for name in names:
+            match = _TEMPORARY.fullmatch(name)
+            if match is None:
+                continue
+            pid = int(match.group(1))
+            if pid != me and _pid_alive(pid):
+                continue  # being written right now
+            path = os.path.join(folder, name)
+            try:
+                os.unlink(path)
+            except OSError:
+                continue
+            log.info("removed %s, left by a writer that was stopped mid-write", path)
 
 
 @dataclass
@@ -47,6 +84,8 @@ class Slot:
     profile: AgentProfile | None = None
     profile_sig: tuple[int, int] | None = None
     profile_error: str | None = None
+    service: str | None = None
+    """The LLM service this agent's commands use."""
     wake_at: float | None = None
     """Earliest time something of this agent needs a look (timeout, settling file)."""
 
@@ -77,7 +116,11 @@ class Daemon:
         self._wake = threading.Event()
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
-        self._done: queue.SimpleQueue[tuple[str, str, Report | None]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[tuple[str, str, Report | None, ServiceAuthError | None]] = (
+            queue.SimpleQueue()
+        )
+        self.blocked: dict[str, float] = {}
+        """Services that refused our key -> when to try one command again (a probe)."""
         self._stop = threading.Event()
         self._starved: set[str] = set()
         """Agents with work that found every worker busy; looked at when one frees up."""
@@ -88,6 +131,7 @@ class Daemon:
 
     def run(self, *, until_idle: bool = False, watch: bool = True) -> None:
         self.society.agents_dir.mkdir(parents=True, exist_ok=True)
+        sweep_temporaries(self.society.agents_dir)
         self.pool = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="agent")
         if watch:
             self.watcher = InboxWatcher(self.society.agents_dir, self.notify)
@@ -152,7 +196,7 @@ class Daemon:
     def _drain(self) -> None:
         while True:
             try:
-                agent_id, name, report = self._done.get_nowait()
+                agent_id, name, report, auth_error = self._done.get_nowait()
             except queue.Empty:
                 return
             self.running -= 1
@@ -161,15 +205,48 @@ class Daemon:
             self._starved.clear()
             slot = self.slots[agent_id]
             slot.running = None
-            if report is None:
+            if auth_error is not None:
+                self._block(auth_error)
+            elif report is None:
                 pending = slot.pending.get(name)
                 if pending:
                     pending.not_before = time.time() + self.config.heartbeat_seconds
             else:
+                if slot.service in self.blocked and report.called_llm:
+                    self._unblock(slot.service)
                 slot.pending.pop(name, None)
                 for target in report.touched:
                     self.notify(target)
             self.notify(agent_id)
+
+    def _block(self, error: ServiceAuthError) -> None:
+        """Stop sending to a service that refused the key; alert once; probe every heartbeat."""
+        service = error.service
+        if service not in self.blocked:
+            alert = {
+                "alert": "service_auth_failed",
+                "service": service,
+                "error": str(error),
+                "at": fsio.now_iso(),
+                "effect": "commands for this service stay pending; one is retried each heartbeat",
+                "fix": "set a valid API key for the service and restart the daemon",
+            }
+            fsio.atomic_write_json(self._alert_path(service), alert, durable=self.durable)
+            log.error("%s; its commands stay pending until the key works", error)
+        self.blocked[service] = time.time() + self.config.heartbeat_seconds
+
+    def _unblock(self, service: str | None) -> None:
+        if service is None:
+            return
+        del self.blocked[service]
+        self._alert_path(service).unlink(missing_ok=True)
+        log.info("service %s accepts our key again", service)
+        for agent_id, slot in self.slots.items():
+            if slot.service == service:
+                self.notify(agent_id)
+
+    def _alert_path(self, service: str) -> Path:
+        return self.society.root / "alerts" / f"auth_{service}.json"
 
     # -- scanning ------------------------------------------------------------------------------
 
@@ -296,10 +373,11 @@ class Daemon:
             return
         slot.profile_sig = sig
         try:
-            slot.profile = self.society.load_profile(slot.agent.agent_id)
-            slot.profile_error = None
+            profile = self.society.load_profile(slot.agent.agent_id)
+            slot.service = self.executor.service_for(profile)
+            slot.profile, slot.profile_error = profile, None
         except ConfigError as exc:
-            slot.profile, slot.profile_error = None, str(exc)
+            slot.profile, slot.profile_error, slot.service = None, str(exc), None
             log.error("%s; its commands wait until the profile is fixed", exc)
 
     @staticmethod
@@ -330,6 +408,12 @@ class Daemon:
             for path, problem in check.rejected:
                 quarantine(slot.agent, path, problem, durable=self.durable)
             if check.complete or not command.wait_for_inputs:
+                probe_at = self.blocked.get(slot.service or "")
+                if probe_at is not None:
+                    if probe_at > now:
+                        self._wake_slot(slot, probe_at)
+                        continue
+                    self.blocked[slot.service or ""] = now + self.config.heartbeat_seconds
                 self._submit(slot, name, pending, None)
                 return
             timeout = command.timeout or self.config.default_timeout
@@ -352,10 +436,13 @@ class Daemon:
 
     def _work(self, job: Job, profile: AgentProfile, name: str, error: str | None) -> None:
         report: Report | None = None
+        auth_error: ServiceAuthError | None = None
         try:
             report = self.executor.fail(job, error) if error else self.executor.run(job, profile)
+        except ServiceAuthError as exc:
+            auth_error = exc
         except Exception:
             log.exception("%s %s: internal error; retrying later", job.agent.agent_id, job.key)
         finally:
-            self._done.put((job.agent.agent_id, name, report))
+            self._done.put((job.agent.agent_id, name, report, auth_error))
             self._wake.set()

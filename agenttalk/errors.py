@@ -37,3 +37,15 @@ class LLMError(AgentTalkError):
     def __init__(self, message: str, history: list[str] | None = None) -> None:
         super().__init__(message)
         self.history = history or []
+
+
+class ContextLengthError(LLMError):
+    """The prompt does not fit the model's context window; retrying it unchanged is useless."""
+
+
+class ServiceAuthError(LLMError):
+    """The service rejected the credentials; its commands stay pending until the key works."""
+
+    def __init__(self, service: str, message: str) -> None:
+        super().__init__(message)
+        self.service = service

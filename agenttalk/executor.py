@@ -12,16 +12,19 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agenttalk import fsio
+from agenttalk.errors import ContextLengthError
 from agenttalk.inputs import check_inputs
 from agenttalk.intake import Accepted
 from agenttalk.llm import LLMRequest
 from agenttalk.llm.registry import Providers
 from agenttalk.llm.reply import Outcome, ask_structured
+from agenttalk.llm.selection import select_service
 from agenttalk.models import AgentProfile, Command, Message
 from agenttalk.prompt import InputContent, cap_text, compose
 from agenttalk.routing import Decision, Delivery, choose_targets, deliver, message_id
 from agenttalk.society import AgentDir, CommandKey, Society
 from agenttalk.templates import render
+from agenttalk.usage import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +49,8 @@ class Report:
     status: str
     touched: list[str] = field(default_factory=list)
     """Agents that received a message (their waiting commands re-check at once)."""
+    called_llm: bool = False
+    """The service answered (so it accepts our key)."""
 
 
 class InputRecord(BaseModel):
@@ -61,6 +66,8 @@ class RunRecord(BaseModel):
     started_at: float
     inputs: list[InputRecord] = Field(default_factory=list)
     missing_inputs: list[str] = Field(default_factory=list)
+    shrunk_inputs_to_chars: int | None = None
+    """Set when a context-length error made us cut every input to this many characters."""
     outcome: Outcome
 
 
@@ -70,53 +77,65 @@ def _iso(ts: float) -> str:
 
 class Executor:
     def __init__(
-        self, society: Society, providers: Providers, service_override: str | None = None
+        self,
+        society: Society,
+        providers: Providers,
+        service_override: str | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self.society = society
         self.providers = providers
+        self.ledger = ledger or Ledger.from_audits(society)
         self.service_override = service_override
         """Run every agent on this service (e.g. `--service dry-run`), whatever its profile says."""
         self.durable = society.config.durability == "safe"
 
     def run(self, job: Job, profile: AgentProfile) -> Report:
-        """Execute `job` (its inputs are ready, or it does not wait for them)."""
+        """Execute `job` (its inputs are ready, or it does not wait for them).
+
+        Raises ServiceAuthError (the command stays pending) when the service refuses the key.
+        """
         agent, key = job.agent, job.key
+        running = agent.running_path(key)
         fsio.atomic_write_json(
-            agent.running_path(key),
-            {"pid": os.getpid(), "started_at": fsio.now_iso()},
-            durable=False,
+            running, {"pid": os.getpid(), "started_at": fsio.now_iso()}, durable=False
         )
-        record_path = agent.result_path(key)
-        if record_path.exists():
-            record = RunRecord.model_validate_json(record_path.read_bytes())
-            log.info(
-                "%s %s: resuming after a restart with the saved LLM outcome", agent.agent_id, key
-            )
-        else:
-            record = self._ask(job, profile)
-            fsio.atomic_write_json(
-                record_path, record.model_dump(mode="json"), durable=self.durable
-            )
-        outcome = record.outcome
-        if outcome.status == "ok":
-            assert outcome.reply is not None
-            decision, deliveries = self._route_result(job, outcome.reply)
-            status, error = "done", None
-        else:
-            error = outcome.error or "unknown error"
-            decision, deliveries = self._route_failure(job, error)
-            status = "failed"
-        return self._finish(job, status, error, record, decision, deliveries)
+        try:
+            record_path = agent.result_path(key)
+            if record_path.exists():
+                record = RunRecord.model_validate_json(record_path.read_bytes())
+                log.info("%s %s: resuming with the saved LLM outcome", agent.agent_id, key)
+            else:
+                record = self._ask(job, profile)
+                fsio.atomic_write_json(
+                    record_path, record.model_dump(mode="json"), durable=self.durable
+                )
+            outcome = record.outcome
+            if outcome.status == "ok":
+                assert outcome.reply is not None
+                decision, deliveries = self._route_result(job, outcome.reply)
+                status, error = "done", None
+            else:
+                error = outcome.error or "unknown error"
+                decision, deliveries = self._route_failure(job, error)
+                status = "failed"
+            report = self._finish(job, status, error, record, decision, deliveries)
+            report.called_llm = bool(outcome.attempts)
+            return report
+        finally:
+            running.unlink(missing_ok=True)
 
     def fail(self, job: Job, error: str) -> Report:
         """End `job` as failed without calling the LLM (e.g. it timed out waiting for inputs)."""
         decision, deliveries = self._route_failure(job, error)
         return self._finish(job, "failed", error, None, decision, deliveries)
 
+    def service_for(self, profile: AgentProfile) -> str:
+        return self.service_override or select_service(self.society.config, profile)
+
     # -- steps ---------------------------------------------------------------------------------
 
-    def _ask(self, job: Job, profile: AgentProfile) -> RunRecord:
-        started = time.time()
+    def _read_inputs(self, job: Job, max_chars: int) -> tuple[list[InputContent], list[str]]:
         config = self.society.config
         check = check_inputs(job.agent, job.command, settle=config.settle_seconds)
         contents: list[InputContent] = []
@@ -126,30 +145,67 @@ class Executor:
             except OSError as exc:
                 check.missing.append(f"{item.name} (unreadable: {exc.strerror})")
                 continue
-            text, truncated = cap_text(data, config.max_input_chars)
+            text, truncated = cap_text(data, max_chars)
             contents.append(
                 InputContent(item.name, fsio.sha256_bytes(data), len(data), text, truncated)
             )
-        messages = compose(profile, job.command, contents, check.missing)
-        service_name = self.service_override or profile.llm.service or config.llm.default
+        return contents, check.missing
+
+    def _ask(self, job: Job, profile: AgentProfile) -> RunRecord:
+        started = time.time()
+        config = self.society.config
+        command = job.command
+        service_name = self.service_for(profile)
         service = config.llm.services[service_name]
-        request = LLMRequest(
-            messages=messages,
-            model=profile.llm.model or service.model,
-            temperature=profile.llm.temperature,
-            max_tokens=profile.llm.max_tokens,
-        )
-        provider = self.providers.get(service_name)
-        outcome = ask_structured(provider, request, score_required=job.command.score_required)
-        return RunRecord(
+        model = profile.llm.model or service.model
+        contents, missing = self._read_inputs(job, config.max_input_chars)
+        record = RunRecord(
             started_at=started,
-            inputs=[
-                InputRecord(name=c.name, sha256=c.sha256, size=c.size, truncated=c.truncated)
-                for c in contents
-            ],
-            missing_inputs=check.missing,
-            outcome=outcome,
+            missing_inputs=missing,
+            outcome=Outcome(status="failed", service=service_name, model=model),
         )
+        reason = self.ledger.exceeded(command.plan_id)
+        if reason is not None:
+            record.outcome.error = reason
+            return record
+        provider = self.providers.get(service_name)
+
+        def ask(contents: list[InputContent]) -> Outcome:
+            request = LLMRequest(
+                messages=compose(profile, command, contents, missing),
+                model=model,
+                temperature=profile.llm.temperature,
+                max_tokens=profile.llm.max_tokens,
+            )
+            return ask_structured(provider, request, score_required=command.score_required)
+
+        try:
+            outcome = ask(contents)
+        except ContextLengthError as exc:
+            # Shrink policy: cut every input to a quarter of max_input_chars and retry once.
+            cap = max(200, config.max_input_chars // 4)
+            if not any(len(c.text) > cap for c in contents):
+                record.outcome.error = f"{exc}: the prompt does not fit even without long inputs"
+                return record
+            contents, missing = self._read_inputs(job, cap)
+            record.shrunk_inputs_to_chars = cap
+            try:
+                outcome = ask(contents)
+            except ContextLengthError as again:
+                record.outcome.error = (
+                    f"{again}: still too long after cutting each input to {cap} characters; "
+                    "shorten the inputs or use a model with a larger context window"
+                )
+                return record
+        usage = outcome.usage
+        outcome.cost = service.cost(usage.prompt_tokens, usage.completion_tokens)
+        self.ledger.add(command.plan_id, usage.total_tokens, outcome.cost)
+        record.inputs = [
+            InputRecord(name=c.name, sha256=c.sha256, size=c.size, truncated=c.truncated)
+            for c in contents
+        ]
+        record.outcome = outcome
+        return record
 
     def _route_result(self, job: Job, reply: dict[str, Any]) -> tuple[Decision, list[Delivery]]:
         command, sender = job.command, job.agent.agent_id
@@ -257,6 +313,8 @@ class Executor:
                     "service": outcome.service,
                     "model": outcome.model,
                     "usage": outcome.usage.model_dump(),
+                    "cost": outcome.cost,
+                    "shrunk_inputs_to_chars": record.shrunk_inputs_to_chars,
                     "attempts": [a.model_dump() for a in outcome.attempts],
                 },
                 result=reply.get("result"),
@@ -274,7 +332,6 @@ class Executor:
         if job.accepted.path.exists():
             fsio.move(job.accepted.path, archived, durable=self.durable)
         agent.result_path(key).unlink(missing_ok=True)
-        agent.running_path(key).unlink(missing_ok=True)
         log.info("%s %s: %s%s", agent.agent_id, key, status, f" ({error})" if error else "")
         touched = [d.to for d in deliveries if d.status != "failed"]
         return Report(status, touched)

@@ -148,7 +148,9 @@ class LLMSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     service: str | None = None
-    """A service name from config.yaml `llm.services`; unset means `llm.default`."""
+    """A service name from config.yaml `llm.services`; unset means by capabilities, else default."""
+    capabilities: list[str] = Field(default_factory=list)
+    """Tags the service must have; the first service in config order with all of them serves."""
     model: str | None = None
     """Overrides the service's model."""
     temperature: float | None = Field(default=None, ge=0, le=2)

@@ -38,6 +38,14 @@ class LLMResponse(BaseModel):
     """Errors of HTTP attempts that were retried before this response."""
 
 
+class Clock(Protocol):
+    """Time for rate limits; tests inject a fake one instead of sleeping."""
+
+    def monotonic(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
 class Provider(Protocol):
     """An LLM service. Raises `agenttalk.errors.LLMError` when the call fails for good."""
 

@@ -30,6 +30,12 @@ def build_provider(name: str, service: ServiceConfig, root: Path) -> Provider:
         if not isinstance(replies, list):
             raise ConfigError(f"llm.services.{name}.replies_file: {path} must hold a JSON list")
         return FakeProvider(replies, name=name)
+    if service.provider == "local":
+        from agenttalk.llm.local import LocalProvider  # the `local` extra is optional
+
+        if service.model_path is not None:
+            service = service.model_copy(update={"model_path": str(root / service.model_path)})
+        return LocalProvider(name, service)
     return OpenAIProvider(name, service, openai_client(name, service))
 
 
@@ -65,7 +71,10 @@ class Providers:
     def get(self, name: str) -> Provider:
         with self._lock:
             if name not in self._built:
-                self._built[name] = build_provider(name, self.config.llm.services[name], self.root)
+                service = self.config.llm.services.get(name)
+                if service is None:
+                    raise ConfigError(f"no service {name!r} in config.yaml llm.services")
+                self._built[name] = build_provider(name, service, self.root)
             return self._built[name]
 
     def install(self, name: str, provider: Provider) -> None:

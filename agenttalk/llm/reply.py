@@ -9,7 +9,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, Field
 
-from agenttalk.errors import LLMError
+from agenttalk.errors import ContextLengthError, LLMError, ServiceAuthError
 from agenttalk.llm import LLMRequest, Provider, Usage
 
 MAX_REPAIRS = 2
@@ -87,6 +87,8 @@ class Outcome(BaseModel):
     service: str
     model: str
     attempts: list[Attempt] = Field(default_factory=list)
+    cost: float = 0.0
+    """Estimated from the service's prices and the reported usage."""
 
     @property
     def usage(self) -> Usage:
@@ -108,6 +110,8 @@ def ask_structured(
         attempts.append(attempt)
         try:
             response = provider.complete(request)
+        except (ServiceAuthError, ContextLengthError):
+            raise  # the caller decides: keep the command pending, or shrink the prompt
         except LLMError as exc:
             attempt.error = str(exc)
             attempt.transient_errors = exc.history
