@@ -69,6 +69,9 @@ def sweep_temporaries(agents_dir: Path) -> None:
 class Pending:
     accepted: Accepted
     arrived_at: float
+    """The file's ctime: timeouts count from it, also across restarts."""
+    seq: int
+    """Order in which the daemon noticed the command (ties within one scan: ctime, then name)."""
     not_before: float = 0.0
     """After an internal error, the command is not retried before this time."""
 
@@ -119,6 +122,7 @@ class Daemon:
         self._done: queue.SimpleQueue[tuple[str, str, Report | None, ServiceAuthError | None]] = (
             queue.SimpleQueue()
         )
+        self._seq = 0
         self.blocked: dict[str, float] = {}
         """Services that refused our key -> when to try one command again (a probe)."""
         self._stop = threading.Event()
@@ -267,6 +271,7 @@ class Daemon:
         slot = self._slot(agent_id)
         self._load_profile(slot)
         seen: set[str] = set()
+        new: list[tuple[int, str, str]] = []
         slot.wake_at = None
         try:
             entries = list(os.scandir(slot.agent.inbox))
@@ -288,7 +293,9 @@ class Daemon:
             known = slot.pending.get(name)
             if known is not None and known.accepted.signature == (st.st_size, st.st_mtime_ns):
                 continue
-            self._intake(slot, entry.path, now)
+            new.append((st.st_ctime_ns, name, entry.path))
+        for _ctime, _name, path in sorted(new):
+            self._intake(slot, path, now)
         for name in list(slot.pending):
             if name not in seen and name != slot.running:
                 del slot.pending[name]
@@ -314,7 +321,8 @@ class Daemon:
             return
         except FileNotFoundError:
             return
-        slot.pending[path.name] = Pending(accepted, self._arrival(agent, accepted, now))
+        self._seq += 1
+        slot.pending[path.name] = Pending(accepted, min(accepted.arrived_at, now), self._seq)
 
     def _check_unique(self, slot: Slot, accepted: Accepted) -> None:
         command = accepted.command
@@ -333,34 +341,15 @@ class Daemon:
                 continue
             if name == accepted.path.name:
                 continue
-            if name != slot.running and self._first_file(slot.agent, key) == accepted.path.name:
-                # After a restart the later copy may be scanned first: the file accepted first
-                # (recorded with its arrival time) stays pending, the copy goes.
+            mine, theirs = (accepted.arrived_at, accepted.path.name), (other.arrived_at, name)
+            if name != slot.running and mine < theirs:
+                # After a restart the later copy may be scanned first: the file that arrived
+                # first (by its ctime) stays pending, the copy goes.
                 del slot.pending[name]
                 error = _duplicate(name, key, accepted.path.name)
                 quarantine(slot.agent, other.accepted.path, error, durable=self.durable)
                 return
             raise _duplicate(accepted.path.name, key, name)
-
-    @staticmethod
-    def _first_file(agent: AgentDir, key: CommandKey) -> str | None:
-        """The file name under which `key` was first accepted, if it was."""
-        try:
-            return str(fsio.read_json(agent.state_path(key))["file"])
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def _arrival(self, agent: AgentDir, accepted: Accepted, now: float) -> float:
-        """First time this command was seen; kept on disk so timeouts survive restarts."""
-        command = accepted.command
-        path = agent.state_path(CommandKey(command.plan_id, command.command_id))
-        try:
-            return float(fsio.read_json(path)["arrived_at"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-        record = {"arrived_at": now, "file": accepted.path.name, "sha256": accepted.sha256}
-        fsio.atomic_write_json(path, record, durable=self.durable)
-        return now
 
     def _load_profile(self, slot: Slot) -> None:
         path = slot.agent.profile_path
@@ -398,7 +387,7 @@ class Daemon:
             self._start_next(slot, now)
 
     def _start_next(self, slot: Slot, now: float) -> None:
-        order = sorted(slot.pending.items(), key=lambda kv: (kv[1].arrived_at, kv[0]))
+        order = sorted(slot.pending.items(), key=lambda kv: kv[1].seq)
         for name, pending in order:
             if pending.not_before > now:
                 self._wake_slot(slot, pending.not_before)

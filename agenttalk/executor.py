@@ -267,9 +267,9 @@ class Executor:
 
     def _send(self, job: Job, message: Message, name: str) -> Delivery:
         delivery = deliver(self.society, message, name, durable=self.durable)
-        if delivery.status != "failed":
+        if delivery.status != "failed" and delivery.file is not None:
             copy = job.agent.audit_dir(job.key) / "sent" / message.to / name
-            fsio.atomic_write_json(copy, message.model_dump(by_alias=True), durable=self.durable)
+            fsio.link_or_copy(self.society.root / delivery.file, copy, durable=self.durable)
         else:
             log.warning("%s %s: %s", job.agent.agent_id, job.key, delivery.error)
         return delivery

@@ -24,9 +24,13 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
 
     The temporary file is a dotfile in the same folder (same filesystem; scanners skip dotfiles).
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    try:
+        fd = os.open(tmp, flags, 0o644)
+    except FileNotFoundError:  # create folders only when missing: mkdir is not free
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, flags, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -58,13 +62,18 @@ def atomic_write_json(path: Path, obj: Any, *, durable: bool = True) -> None:
 
 def move(src: Path, dst: Path, *, durable: bool = True) -> Path:
     """Rename `src` to `dst` (same filesystem); an existing `dst` gets a numbered sibling name."""
-    dst.parent.mkdir(parents=True, exist_ok=True)
     final = dst
     n = 1
     while final.exists() or final.is_symlink():
         final = dst.with_name(f"{dst.stem}.{n}{dst.suffix}")
         n += 1
-    os.rename(src, final)
+    try:
+        os.rename(src, final)
+    except FileNotFoundError:
+        if not src.exists() and not src.is_symlink():
+            raise
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(src, final)
     if durable:
         fsync_dir(final.parent)
         if final.parent != src.parent:
@@ -82,3 +91,20 @@ def sha256_bytes(data: bytes) -> str:
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def link_or_copy(src: Path, dst: Path, *, durable: bool = True) -> None:
+    """Make `dst` show the same bytes as `src`: a hard link (one metadata write), else a copy."""
+    try:
+        try:
+            os.link(src, dst)
+        except FileNotFoundError:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.link(src, dst)
+    except FileExistsError:
+        return
+    except OSError:  # another filesystem, or links not supported
+        atomic_write_bytes(dst, src.read_bytes(), durable=durable)
+        return
+    if durable:
+        fsync_dir(dst.parent)

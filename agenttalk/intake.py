@@ -28,6 +28,9 @@ class Accepted:
     command: Command
     sha256: str
     signature: tuple[int, int]
+    arrived_at: float
+    """When the file was renamed or written into the inbox: its ctime, which survives restarts
+    (rename sets it; an edit resets it, so an edited command counts as newly arrived)."""
     """(size, mtime_ns) when read; a change means the file was edited."""
 
 
@@ -107,7 +110,7 @@ def read_command(
     except ValidationError as exc:
         raise validation_to_input_error(name, exc) from exc
     check_targets(name, command, agent.agent_id)
-    return Accepted(path, command, fsio.sha256_bytes(data), signature)
+    return Accepted(path, command, fsio.sha256_bytes(data), signature, st.st_ctime)
 
 
 def validation_to_input_error(name: str, exc: ValidationError) -> InputFileError:

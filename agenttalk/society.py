@@ -84,9 +84,6 @@ class AgentDir:
     def audit_dir(self, key: CommandKey) -> Path:
         return self.outbox / key.plan_id / key.command_id
 
-    def state_path(self, key: CommandKey) -> Path:
-        return self.private / "state" / key.plan_id / f"{key.command_id}.json"
-
     def result_path(self, key: CommandKey) -> Path:
         return self.private / "results" / key.plan_id / f"{key.command_id}.json"
 

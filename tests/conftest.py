@@ -165,3 +165,11 @@ def files_under(folder: Path) -> list[str]:
     if not folder.is_dir():
         return []
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+def accepted(daemon: Daemon, agent_id: str, command_id: str) -> bool:
+    """The running daemon has taken `command_id` of `agent_id` in (pending, waiting or running)."""
+    slot = daemon.slots.get(agent_id)
+    return slot is not None and any(
+        p.accepted.command.command_id == command_id for p in list(slot.pending.values())
+    )

@@ -168,7 +168,7 @@ def test_init_no_plan_creates_an_idle_society(tmp_path: Path) -> None:
 def test_run_without_a_key_fails_at_once_and_says_what_to_do(tmp_path: Path) -> None:
     root = society(tmp_path, plan=True)
 
-    result = cli("run", "--root", root, "--until-idle")
+    result = cli("run", "--root", root, "--service", "openai", "--until-idle")
 
     assert result.exit_code == 1
     assert "export OPENAI_API_KEY" in result.stderr
@@ -339,7 +339,7 @@ def _run_daemon(root: Path) -> None:
     soc = Society(root)
     providers = Providers(soc.config, root)
     providers.install("openai", FakeProvider(_fail_on_marker))
-    Daemon(soc, providers).run(until_idle=True, watch=False)
+    Daemon(soc, providers, service_override="openai").run(until_idle=True, watch=False)
 
 
 def test_status_shows_pending_waiting_done_failed_and_rejected(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 from conftest import (
     FAKE_MODEL,
     FAKE_SERVICE,
+    accepted,
     agent_of,
     drop_command,
     files_under,
@@ -354,7 +355,7 @@ def test_a_waiting_command_runs_within_a_second_of_its_last_input_arriving(
     )
     key = CommandKey("p", "review")
     with running_daemon(daemon):
-        wait_until(lambda: society.agent("reviewer").state_path(key).exists(), what="intake")
+        wait_until(lambda: accepted(daemon, "reviewer", key.command_id), what="intake")
         write_bytes(society.agent("reviewer").inbox / "draft.json", b'{"v": 1}')
         write_bytes(society.agent("reviewer").inbox / "p" / "draft.txt", b"text")
         arrived = time.time()
@@ -388,7 +389,7 @@ def test_a_delivered_result_starts_the_waiting_downstream_command_at_once(
     )
     with running_daemon(daemon):
         manager = society.agent("manager")
-        wait_until(lambda: manager.state_path(CommandKey("p", "decide")).exists())
+        wait_until(lambda: accepted(daemon, manager.agent_id, "decide"))
         drop_command(
             society,
             "writer",
@@ -634,7 +635,7 @@ def test_one_command_at_a_time_per_agent_oldest_arrival_first(tmp_path: Path) ->
         wait_until(lambda: order, what="the first command to start")
         for command_id in ("b_second", "a_first"):
             drop_command(society, "solo", command(command_id))
-            wait_until(lambda cid=command_id: solo.state_path(CommandKey("p", cid)).exists())
+            wait_until(lambda cid=command_id: accepted(daemon, solo.agent_id, cid))
         release.set()
         for command_id in ("c_third", "b_second", "a_first"):
             wait_until(lambda cid=command_id: archived(society, "solo", "done", "p", cid).exists())

@@ -89,6 +89,7 @@ class LoopbackLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else headers and body wait on delayed ACKs (40 ms)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

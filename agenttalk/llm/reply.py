@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any, Literal
@@ -55,10 +56,23 @@ def extract_json(text: str) -> Any:
     raise ValueError(f"the reply is not JSON ({error})")
 
 
+@functools.cache
+def _validator(schema_json: str) -> jsonschema.protocols.Validator:
+    """Building a validator checks the schema itself; that is worth doing once per schema."""
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
 def validate_reply(text: str, schema: dict[str, Any]) -> dict[str, Any]:
     data = extract_json(text)
     try:
-        jsonschema.validate(data, schema)
+        error = jsonschema.exceptions.best_match(
+            _validator(json.dumps(schema, sort_keys=True)).iter_errors(data)
+        )
+        if error is not None:
+            raise error
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "the reply"
         raise ValueError(f"{where}: {exc.message}") from exc
