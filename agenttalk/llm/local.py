@@ -6,6 +6,7 @@ import importlib.util
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agenttalk.config import ServiceConfig
@@ -65,6 +66,8 @@ class LocalProvider:
                 f"llm.services.{name}: the local model needs {', '.join(missing)}, which is not "
                 f"installed: {INSTALL_HINT}"
             )
+        if service.model_path and not Path(service.model_path).is_file():
+            raise ConfigError(f"llm.services.{name}.model_path: no file {service.model_path}")
         self.name = name
         self.service = service
         self._llm: Llama | None = None
@@ -114,7 +117,8 @@ class LocalProvider:
             if prompt_tokens + max_tokens > llm.n_ctx():
                 raise ContextLengthError(
                     f"{self.name}: about {prompt_tokens} prompt tokens + {max_tokens} for the "
-                    f"reply exceed the context window of {llm.n_ctx()} (context_window)"
+                    f"reply exceed the context window of {llm.n_ctx()} "
+                    f"(llm.services.{self.name}.context_window)"
                 )
             started = time.monotonic()
             try:
@@ -124,16 +128,9 @@ class LocalProvider:
             latency = time.monotonic() - started
         if not isinstance(reply, dict) or not reply["choices"]:
             raise LLMError(f"{self.name}: the reply has no choices")
-        usage = reply.get("usage")
         return LLMResponse(
             text=reply["choices"][0]["message"]["content"] or "",
             model=request.model,
-            usage=Usage(
-                prompt_tokens=usage["prompt_tokens"],
-                completion_tokens=usage["completion_tokens"],
-                total_tokens=usage["total_tokens"],
-            )
-            if usage
-            else Usage(),
+            usage=Usage.model_validate(reply.get("usage") or {}),
             latency_s=latency,
         )

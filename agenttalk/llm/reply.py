@@ -31,12 +31,14 @@ def reply_schema(score_required: bool) -> dict[str, Any]:
 
 
 def contract(score_required: bool) -> str:
+    # Described in words, not as a JSON example: small models copy an example's placeholders.
+    keys = '"result": your answer to the task, as text'
     if score_required:
-        return (
-            'Reply with only one JSON object: {"result": <your result>, "score": <number from 0 '
-            'to 100>, "score_explanation": "<why this score>"}.'
+        keys += (
+            '; "score": a number from 0 to 100 following the scoring criteria; '
+            '"score_explanation": one sentence saying why'
         )
-    return 'Reply with only one JSON object: {"result": <your result>}.'
+    return f"Reply with only one JSON object with these keys: {keys}."
 
 
 def extract_json(text: str) -> Any:
@@ -50,7 +52,7 @@ def extract_json(text: str) -> Any:
     error: ValueError | None = None
     for candidate in candidates:
         try:
-            return json.loads(candidate)
+            return json.loads(candidate, strict=False)  # raw newlines inside strings are fine
         except ValueError as exc:
             error = error or exc
     raise ValueError(f"the reply is not JSON ({error})")
