@@ -25,7 +25,8 @@ REPEAT_PENALTY = 1.3
 # Unbounded strings let the 270M model repeat itself until max_tokens cuts the JSON.
 FIELD_SHAPES: dict[str, dict[str, Any]] = {
     "result": {"type": "string", "maxLength": 500},
-    "score": {"type": "integer", "minimum": 0, "maximum": 100},
+    # An enum, not minimum/maximum: llama-cpp-python's grammar converter ignores integer bounds.
+    "score": {"enum": list(range(101))},
     "score_explanation": {"type": "string", "maxLength": 200},
 }
 
