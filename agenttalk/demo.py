@@ -48,6 +48,8 @@ def run_demo(target: Path, service: str, console: Console) -> bool:
             finished = sum(s.count("done") + s.count("failed") for s in statuses)
             busy = [s.agent_id for s in statuses if s.count("running")]
             label = f"running: {', '.join(busy)}" if busy else "waiting for inputs"
+            if finished == len(dropped):
+                label = "finished"
             progress.update(task, completed=finished, description=label)
     if errors:
         raise errors[0]
