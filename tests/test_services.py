@@ -380,3 +380,18 @@ def test_a_budget_stops_further_spending(tmp_path: Path, monkeypatch: pytest.Mon
     )
     assert (writer.archive / "done" / "q" / "other.json").exists()
     assert len(llm.requests) == 2  # one for plan p (then over budget), one for plan q
+
+
+def test_demo_runs_the_example_society_to_completion(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["demo", str(tmp_path / "d"), "--service", "dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "cmd_review_consensus" in result.output
+    assert str(tmp_path / "d" / "agents" / "user" / "inbox") in result.output.replace("\n", "")
+    done = list((tmp_path / "d" / "agents").glob("*/archive/done/*/*.json"))
+    assert len(done) == 4
+
+
+def test_demo_with_an_unknown_service_says_so(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["demo", str(tmp_path / "d"), "--service", "nope"])
+    assert result.exit_code == 1
+    assert "nope" in result.output
