@@ -114,7 +114,8 @@ class Config(BaseModel):
     heartbeat_seconds: float = Field(default=10.0, gt=0)
     """Full rescan interval; file events wake the daemon earlier."""
     max_concurrency: int = Field(default=8, ge=1, le=1024)
-    """Commands running at once across all agents (one per agent at a time)."""
+    """LLM calls in flight across all agents (one command per agent at a time; up to twice as
+    many commands may be busy with their files meanwhile)."""
     default_timeout: float = Field(default=3600.0, gt=0)
     """Seconds a command waits for its inputs when it sets no `timeout`."""
     settle_seconds: float = Field(default=1.0, ge=0)

@@ -123,10 +123,15 @@ class Daemon:
             queue.SimpleQueue()
         )
         self._seq = 0
+        self.max_running = 2 * self.config.max_concurrency
+        """Commands in progress at once. LLM calls are capped at max_concurrency by the executor;
+        the extra room lets one command's file work overlap the others' LLM calls."""
         self.blocked: dict[str, float] = {}
         """Services that refused our key -> when to try one command again (a probe)."""
         self._stop = threading.Event()
         self._starved: set[str] = set()
+        self._ready: set[str] = set()
+        """Agents whose next command may start (a worker finished); no rescan needed."""
         """Agents with work that found every worker busy; looked at when one frees up."""
         self.pool: ThreadPoolExecutor | None = None
         self.watcher: InboxWatcher | None = None
@@ -136,7 +141,7 @@ class Daemon:
     def run(self, *, until_idle: bool = False, watch: bool = True) -> None:
         self.society.agents_dir.mkdir(parents=True, exist_ok=True)
         sweep_temporaries(self.society.agents_dir)
-        self.pool = ThreadPoolExecutor(self.config.max_concurrency, thread_name_prefix="agent")
+        self.pool = ThreadPoolExecutor(self.max_running, thread_name_prefix="agent")
         if watch:
             self.watcher = InboxWatcher(self.society.agents_dir, self.notify)
             self.watcher.start()
@@ -175,7 +180,9 @@ class Daemon:
             }
             for agent_id in sorted(dirty):
                 self._scan(agent_id, now)
-            self._dispatch(dirty, now)
+                self._dispatch([agent_id], now)  # start work before reading the next inbox
+            ready, self._ready = self._ready - dirty, set()
+            self._dispatch(sorted(ready), now)
             waits = [s.wake_at for s in self.slots.values() if s.wake_at is not None]
             if until_idle and self.running == 0 and not self._has_work(now):
                 return
@@ -188,7 +195,7 @@ class Daemon:
     def _has_work(self, now: float) -> bool:
         """Something will become runnable without new files (settling files, internal retries)."""
         with self._dirty_lock:
-            if self._dirty:
+            if self._dirty or self._ready:
                 return True
         for slot in self.slots.values():
             if slot.running is not None:
@@ -204,8 +211,7 @@ class Daemon:
             except queue.Empty:
                 return
             self.running -= 1
-            for starved in self._starved:
-                self.notify(starved)
+            self._ready |= self._starved
             self._starved.clear()
             slot = self.slots[agent_id]
             slot.running = None
@@ -221,7 +227,7 @@ class Daemon:
                 slot.pending.pop(name, None)
                 for target in report.touched:
                     self.notify(target)
-            self.notify(agent_id)
+            self._ready.add(agent_id)  # its next command may start; no need to rescan its inbox
 
     def _block(self, error: ServiceAuthError) -> None:
         """Stop sending to a service that refused the key; alert once; probe every heartbeat."""
@@ -375,12 +381,12 @@ class Daemon:
 
     # -- dispatch ------------------------------------------------------------------------------
 
-    def _dispatch(self, checked: set[str], now: float) -> None:
-        for agent_id in sorted(checked):
+    def _dispatch(self, agent_ids: list[str], now: float) -> None:
+        for agent_id in agent_ids:
             slot = self.slots.get(agent_id)
             if slot is None or slot.running is not None or slot.profile is None:
                 continue
-            if self.running >= self.config.max_concurrency:
+            if self.running >= self.max_running:
                 if slot.pending:
                     self._starved.add(agent_id)
                 continue

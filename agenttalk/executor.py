@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -86,6 +87,8 @@ class Executor:
         self.society = society
         self.providers = providers
         self.ledger = ledger or Ledger.from_audits(society)
+        self.llm_slots = threading.BoundedSemaphore(society.config.max_concurrency)
+        """The global cap on LLM calls in flight (services may have lower caps of their own)."""
         self.service_override = service_override
         """Run every agent on this service (e.g. `--service dry-run`), whatever its profile says."""
         self.durable = society.config.durability == "safe"
@@ -177,7 +180,8 @@ class Executor:
                 temperature=profile.llm.temperature,
                 max_tokens=profile.llm.max_tokens,
             )
-            return ask_structured(provider, request, score_required=command.score_required)
+            with self.llm_slots:
+                return ask_structured(provider, request, score_required=command.score_required)
 
         try:
             outcome = ask(contents)

@@ -5,7 +5,7 @@
 
 Builds a society of `--agents` agents in a temporary folder, drops `--per-agent` commands into
 each inbox (each sends its result to `user`), and runs the daemon until idle against a loopback
-OpenAI-compatible server whose every reply takes `--delay` seconds. The ideal time is
+OpenAI-compatible server (its own process) whose every reply takes `--delay` seconds. The ideal
 commands / concurrency x delay; the script prints the measured time and its ratio to the ideal
 (target: at most 1.15).
 """
@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +26,6 @@ from pathlib import Path
 import yaml
 
 from agenttalk.daemon import Daemon
-from agenttalk.llm.loopback import LoopbackLLM
 from agenttalk.society import Society
 
 
@@ -69,20 +69,35 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("OPENAI_API_KEY", "bench")
     print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
-    with tempfile.TemporaryDirectory() as tmp, LoopbackLLM(delay=args.delay) as llm:
+    # The server runs in its own process, as a real one would: its CPU is not the daemon's.
+    server = subprocess.Popen(
+        [sys.executable, "-m", "agenttalk.llm.loopback", "--delay", str(args.delay)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdin is not None and server.stdout is not None
+    base_url = server.stdout.readline().strip()
+    with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        total = build(root, llm.base_url, args)
+        total = build(root, base_url, args)
         daemon = Daemon(Society(root))
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         daemon.run(until_idle=True, watch=False)
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         done = len(list(root.glob("agents/*/archive/done/bench/*.json")))
+    server.stdin.close()
+    requests = int(server.stdout.readline() or 0)
+    server.wait(timeout=10)
     ideal = total / args.concurrency * args.delay
     print(
         f"commands: {total} over {args.agents} agents, reply delay {args.delay * 1000:.0f} ms, "
         f"max_concurrency {args.concurrency}, durability {args.durability}"
     )
-    print(f"done: {done}/{total}, LLM requests: {len(llm.requests)}")
+    print(
+        f"done: {done}/{total}, LLM requests: {requests}, "
+        f"daemon CPU: {cpu:.2f} s ({cpu / total * 1000:.1f} ms per command)"
+    )
     print(
         f"elapsed: {elapsed:.3f} s, ideal: {ideal:.3f} s, ratio: {elapsed / ideal:.3f} "
         f"(target <= 1.15)"

@@ -42,6 +42,11 @@ def default_reply(request: dict[str, Any]) -> dict[str, Any]:
     return {"result": f"done: {first[:80]}", "score": 80, "score_explanation": "loopback"}
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # the default listen backlog of 5 drops bursts of connections
+    daemon_threads = True
+
+
 @dataclass
 class Seen:
     at: float
@@ -61,8 +66,7 @@ class LoopbackLLM:
         self.delay = delay
         self.requests: list[Seen] = []
         self._lock = threading.Lock()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
@@ -141,3 +145,21 @@ class LoopbackLLM:
                 self.wfile.write(data)
 
         return Handler
+
+
+def main() -> None:
+    """`python -m agenttalk.llm.loopback --delay 0.2`: serve until stdin closes (benchmarks)."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="A loopback OpenAI-compatible server.")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before each reply")
+    args = parser.parse_args()
+    with LoopbackLLM(delay=args.delay) as llm:
+        print(llm.base_url, flush=True)
+        sys.stdin.read()  # the parent closes stdin to stop us
+        print(len(llm.requests), flush=True)
+
+
+if __name__ == "__main__":
+    main()
