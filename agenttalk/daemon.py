@@ -28,6 +28,8 @@ from agenttalk.watcher import InboxWatcher
 
 log = logging.getLogger(__name__)
 
+RELOOK_SECONDS = 0.02
+
 _TEMPORARY = re.compile(r"\..+\.(\d+)\.[0-9a-f]{8}\.tmp")
 """The temporary files of `fsio.atomic_write_bytes`: `.<name>.<pid>.<8 hex digits>.tmp`."""
 
@@ -91,6 +93,10 @@ class Slot:
     """The LLM service this agent's commands use."""
     wake_at: float | None = None
     """Earliest time something of this agent needs a look (timeout, settling file)."""
+
+
+class _Leftover(Exception):
+    """A command file that is already archived under another name (same inode)."""
 
 
 def _duplicate(file: str, key: CommandKey, pending_as: str) -> InputFileError:
@@ -172,6 +178,7 @@ class Daemon:
             self._drain()
             with self._dirty_lock:
                 dirty, self._dirty = self._dirty, set()
+            evented = dirty - self._ready
             if now >= next_full:
                 dirty |= set(self.society.agent_ids())
                 next_full = now + self.config.heartbeat_seconds
@@ -183,6 +190,10 @@ class Daemon:
                 self._dispatch([agent_id], now)  # start work before reading the next inbox
             ready, self._ready = self._ready - dirty, set()
             self._dispatch(sorted(ready), now)
+            for agent_id in evented & self.slots.keys():
+                # watchdog may hold a rename's event back (up to 0.5 s, to pair moves); the
+                # event of the temporary file before it woke us, so look again shortly.
+                self._wake_slot(self.slots[agent_id], now + RELOOK_SECONDS)
             waits = [s.wake_at for s in self.slots.values() if s.wake_at is not None]
             if until_idle and self.running == 0 and not self._has_work(now):
                 return
@@ -325,15 +336,29 @@ class Daemon:
         except InputFileError as exc:
             quarantine(agent, path, exc, durable=self.durable)
             return
+        except _Leftover:
+            path.unlink(missing_ok=True)  # finish the interrupted archive move
+            log.info("%s: removed %s, already archived", agent.agent_id, path.name)
+            return
         except FileNotFoundError:
             return
         self._seq += 1
         slot.pending[path.name] = Pending(accepted, min(accepted.arrived_at, now), self._seq)
 
+    @staticmethod
+    def _leftover(agent: AgentDir, status: str, key: CommandKey, accepted: Accepted) -> bool:
+        """The command file is the archived one itself: a crash came between link and unlink."""
+        try:
+            return os.path.samefile(agent.finished_path(status, key), accepted.path)
+        except OSError:
+            return False
+
     def _check_unique(self, slot: Slot, accepted: Accepted) -> None:
         command = accepted.command
         key = CommandKey(command.plan_id, command.command_id)
         finished = slot.agent.finished_status(key)
+        if finished is not None and self._leftover(slot.agent, finished, key, accepted):
+            raise _Leftover
         if finished is not None:
             raise InputFileError(
                 accepted.path.name,

@@ -61,19 +61,29 @@ def atomic_write_json(path: Path, obj: Any, *, durable: bool = True) -> None:
 
 
 def move(src: Path, dst: Path, *, durable: bool = True) -> Path:
-    """Rename `src` to `dst` (same filesystem); an existing `dst` gets a numbered sibling name."""
+    """Move `src` to `dst` (same filesystem); an existing `dst` gets a numbered sibling name.
+
+    A hard link then an unlink, not a rename: a rename out of a watched folder is an unpaired
+    IN_MOVED_FROM, which watchdog holds back for 0.5 s, stalling every event behind it. A crash
+    between the two steps leaves both names; callers recognise the leftover by its content.
+    """
     final = dst
     n = 1
     while final.exists() or final.is_symlink():
         final = dst.with_name(f"{dst.stem}.{n}{dst.suffix}")
         n += 1
-    try:
-        os.rename(src, final)
-    except FileNotFoundError:
-        if not src.exists() and not src.is_symlink():
-            raise
+    if not final.parent.is_dir():
         final.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(src, final, follow_symlinks=False)
+    except FileNotFoundError:
+        raise
+    except OSError:  # no hard links here (another filesystem type): rename instead
         os.rename(src, final)
+    else:
+        if durable:
+            fsync_dir(final.parent)
+        os.unlink(src)
     if durable:
         fsync_dir(final.parent)
         if final.parent != src.parent:
