@@ -76,13 +76,11 @@ def move(src: Path, dst: Path, *, durable: bool = True) -> Path:
         final.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(src, final, follow_symlinks=False)
-    except FileNotFoundError:
+    except (FileNotFoundError, FileExistsError):
         raise
     except OSError:  # no hard links here (another filesystem type): rename instead
         os.rename(src, final)
     else:
-        if durable:
-            fsync_dir(final.parent)
         os.unlink(src)
     if durable:
         fsync_dir(final.parent)

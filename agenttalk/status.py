@@ -54,6 +54,13 @@ def _running(agent: AgentDir, key: CommandKey) -> bool:
     return _pid_alive(pid)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _audit(agent: AgentDir, key: CommandKey) -> dict[str, Any]:
     try:
         data = json.loads((agent.audit_dir(key) / "audit.json").read_bytes())
@@ -93,6 +100,9 @@ def agent_status(society: Society, agent_id: str) -> AgentStatus:
                 continue
             cmd = accepted.command
             key = CommandKey(cmd.plan_id, cmd.command_id)
+            finished = agent.finished_status(key)
+            if finished and _same_file(agent.finished_path(finished, key), path):
+                continue  # a crash between archive link and unlink: it is listed as finished
             state = CommandState(
                 plan_id=cmd.plan_id, command_id=cmd.command_id, state="pending", file=path.name
             )

@@ -37,7 +37,8 @@ class Drop:
 
 def default_reply(request: dict[str, Any]) -> dict[str, Any]:
     """A valid AgentTalk reply that names the task it saw."""
-    user = request["messages"][-1]["content"]
+    messages = request.get("messages") or [{"content": ""}]
+    user = str(messages[-1].get("content", ""))
     first = next((line for line in user.splitlines() if line and not line.startswith("#")), "")
     return {"result": f"done: {first[:80]}", "score": 80, "score_explanation": "loopback"}
 
