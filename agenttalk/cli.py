@@ -14,8 +14,7 @@ import typer
 from agenttalk.config import Config
 from agenttalk.daemon import Daemon
 from agenttalk.errors import AgentTalkError, ConfigError, InputFileError
-from agenttalk.llm.registry import Providers
-from agenttalk.llm.selection import default_service, select_service, unservable
+from agenttalk.llm.selection import default_service, unservable
 from agenttalk.models import AgentProfile, Command, Message
 from agenttalk.scaffold import init_society
 from agenttalk.society import Society, resolve_root
@@ -103,29 +102,15 @@ def run(
         society = _society(root)
         if service is not None and service not in society.config.llm.services:
             raise ConfigError(f"--service {service}: not in config.yaml llm.services")
-        providers = Providers(society.config, society.root)
-        for name in {service} if service else _services_in_use(society):
-            providers.get(name)  # fail now on a missing key, not at the first command
+        daemon = Daemon(society, service_override=service)
+        daemon.prepare()  # fail now on a missing key or model, not at the first command
     except AgentTalkError as exc:
         _fail(exc)
-    daemon = Daemon(society, providers, service_override=service)
     signal.signal(signal.SIGTERM, lambda *_: daemon.stop())
     try:
         daemon.run(until_idle=until_idle)
     except KeyboardInterrupt:
         daemon.stop()
-
-
-def _services_in_use(society: Society) -> set[str]:
-    """The services the society's agents will call (the default one at least)."""
-    names = {default_service(society.config)}
-    for agent_id in society.agent_ids():
-        if society.agent(agent_id).profile_path.exists():
-            try:
-                names.add(select_service(society.config, society.load_profile(agent_id)))
-            except ConfigError:
-                continue
-    return names
 
 
 @app.command()

@@ -22,6 +22,7 @@ from agenttalk.executor import Executor, Job, Report
 from agenttalk.inputs import check_inputs
 from agenttalk.intake import Accepted, ignorable, is_candidate, quarantine, read_command
 from agenttalk.llm.registry import Providers
+from agenttalk.llm.selection import default_service, select_service
 from agenttalk.models import AgentProfile
 from agenttalk.society import USER_AGENT, AgentDir, CommandKey, Society
 from agenttalk.watcher import InboxWatcher
@@ -158,6 +159,20 @@ class Daemon:
                 self.watcher.stop()
             self.pool.shutdown(wait=True)
             self._drain()
+
+    def prepare(self) -> None:
+        """Build the provider of every service the agents will use; raises ConfigError early."""
+        names = {self.executor.service_override} if self.executor.service_override else set()
+        if not names:
+            names.add(default_service(self.config))
+            for agent_id in self.society.agent_ids():
+                if self.society.agent(agent_id).profile_path.exists():
+                    try:
+                        names.add(select_service(self.config, self.society.load_profile(agent_id)))
+                    except ConfigError:
+                        continue  # reported when the agent is scanned; its commands wait
+        for name in sorted(names):
+            self.providers.get(name)
 
     def stop(self) -> None:
         self._stop.set()

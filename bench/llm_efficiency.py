@@ -6,8 +6,8 @@
 Builds a society of `--agents` agents in a temporary folder, drops `--per-agent` commands into
 each inbox (each sends its result to `user`), and runs the daemon until idle against a loopback
 OpenAI-compatible server (its own process) whose every reply takes `--delay` seconds. The ideal
-commands / concurrency x delay; the script prints the measured time and its ratio to the ideal
-(target: at most 1.15).
+time is commands / concurrency x delay; the script prints the measured time and its ratio to the
+ideal (target: at most 1.15).
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ def main() -> None:
         root = Path(tmp)
         total = build(root, base_url, args)
         daemon = Daemon(Society(root))
+        daemon.prepare()  # as `agenttalk run` does before it starts
         started, cpu = time.perf_counter(), time.process_time()
         daemon.run(until_idle=True, watch=False)
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu

@@ -100,12 +100,13 @@ class LoopbackLLM:
                 pass
 
             def do_POST(self) -> None:
+                arrived = time.monotonic()
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with llm._lock:
                     llm.requests.append(Seen(time.time(), body, dict(self.headers)))
-                if llm.delay:
-                    time.sleep(llm.delay)
+                if llm.delay:  # the reply leaves `delay` after the request came in
+                    time.sleep(max(0.0, llm.delay - (time.monotonic() - arrived)))
                 self._perform(llm._next_step(body), body)
 
             def _perform(self, step: Any, body: dict[str, Any]) -> None:
