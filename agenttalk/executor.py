@@ -213,8 +213,8 @@ class Executor:
 
     def _route_result(self, job: Job, reply: dict[str, Any]) -> tuple[Decision, list[Delivery]]:
         command, sender = job.command, job.agent.agent_id
-        score = reply.get("score")
-        decision = choose_targets(command.on_complete, score if command.score_required else None)
+        score = reply.get("score") if command.score_required else None
+        decision = choose_targets(command.on_complete, score)
         values = {
             "result": reply["result"],
             "score": score,

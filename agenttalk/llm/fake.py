@@ -15,7 +15,8 @@ Script = Sequence[str | dict[str, Any]] | Callable[[LLMRequest], str | dict[str,
 
 def dry_run_reply(request: LLMRequest) -> dict[str, Any]:
     """The reply used when no script is given: it names the task and passes any score check."""
-    task = request.messages[-1]["content"].strip().splitlines()[0][:120]
+    lines = request.messages[-1]["content"].strip().splitlines()
+    task = next((line for line in lines if line.strip() and not line.startswith("#")), "")[:120]
     return {"result": f"[dry run] {task}", "score": 100, "score_explanation": "dry run"}
 
 
