@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,42 +29,6 @@ from agenttalk.watcher import InboxWatcher
 log = logging.getLogger(__name__)
 
 RELOOK_SECONDS = 0.02
-
-_TEMPORARY = re.compile(r"\..+\.(\d+)\.[0-9a-f]{8}\.tmp")
-"""The temporary files of `fsio.atomic_write_bytes`: `.<name>.<pid>.<8 hex digits>.tmp`."""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep_temporaries(agents_dir: Path) -> None:
-    """Remove the temporary files of writers that were killed mid-write (run before any work).
-
-    A live pid other than ours may be writing now (`agenttalk send`); ours is a pid reused after
-    a restart (as in a container), since this runs before this daemon writes anything.
-    """
-    me = os.getpid()
-    for folder, _dirs, names in os.walk(agents_dir):
-        for name in names:
-            match = _TEMPORARY.fullmatch(name)
-            if match is None:
-                continue
-            pid = int(match.group(1))
-            if pid != me and _pid_alive(pid):
-                continue  # being written right now
-            path = os.path.join(folder, name)
-            try:
-                os.unlink(path)
-            except OSError:
-                continue
-            log.info("removed %s, left by a writer that was stopped mid-write", path)
 
 
 @dataclass
@@ -147,7 +110,7 @@ class Daemon:
 
     def run(self, *, until_idle: bool = False, watch: bool = True) -> None:
         self.society.agents_dir.mkdir(parents=True, exist_ok=True)
-        sweep_temporaries(self.society.agents_dir)
+        fsio.sweep_temporaries(self.society.agents_dir)
         self.pool = ThreadPoolExecutor(self.max_running, thread_name_prefix="agent")
         if watch:
             self.watcher = InboxWatcher(self.society.agents_dir, self.notify)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import re
 import secrets
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 def fsync_dir(path: Path) -> None:
@@ -116,3 +120,40 @@ def link_or_copy(src: Path, dst: Path, *, durable: bool = True) -> None:
         return
     if durable:
         fsync_dir(dst.parent)
+
+
+_TEMPORARY = re.compile(r"\..+\.(\d+)\.[0-9a-f]{8}\.tmp")
+"""The temporary files of `atomic_write_bytes`: `.<name>.<pid>.<8 hex digits>.tmp`."""
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_temporaries(folder: Path) -> None:
+    """Remove the temporary files of writers that were killed mid-write (run before any work).
+
+    A live pid other than ours may be writing now (`agenttalk send`); ours is a pid reused after
+    a restart (as in a container), since this runs before this daemon writes anything.
+    """
+    me = os.getpid()
+    for parent, _dirs, names in os.walk(folder):
+        for name in names:
+            match = _TEMPORARY.fullmatch(name)
+            if match is None:
+                continue
+            pid = int(match.group(1))
+            if pid != me and pid_alive(pid):
+                continue  # being written right now
+            path = os.path.join(parent, name)
+            try:
+                os.unlink(path)
+            except OSError:
+                continue
+            log.info("removed %s, left by a writer that was stopped mid-write", path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -164,10 +164,18 @@ class AgentProfile(BaseModel):
 
     agent_id: Identifier
     name: str
-    prompt: str
+    kind: Literal["llm", "event_log", "moderator"] = "llm"
+    """`llm`: runs commands with a model; `event_log` and `moderator` are the system agents."""
+    prompt: str = ""
     """The agent's own role prompt, placed first in every system message."""
     description: str | None = None
     llm: LLMSettings = Field(default_factory=LLMSettings)
+
+    @model_validator(mode="after")
+    def _llm_agents_have_a_prompt(self) -> AgentProfile:
+        if self.kind == "llm" and not self.prompt.strip():
+            raise ValueError("prompt: an llm agent needs its role prompt; add a `prompt` text")
+        return self
 
 
 class Message(BaseModel):

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from agenttalk import fsio
 from agenttalk.errors import ConfigError, InputFileError
 from agenttalk.inputs import check_inputs
 from agenttalk.intake import ignorable, is_candidate, read_command
@@ -36,22 +37,12 @@ class AgentStatus(BaseModel):
         return sum(1 for c in self.commands if c.state == state)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _running(agent: AgentDir, key: CommandKey) -> bool:
     try:
         pid = int(json.loads(agent.running_path(key).read_bytes())["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return _pid_alive(pid)
+    return fsio.pid_alive(pid)
 
 
 def _same_file(a: Path, b: Path) -> bool:
