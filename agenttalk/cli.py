@@ -305,3 +305,51 @@ def plan_status(
         typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
     else:
         typer.echo(render_text(statuses, plan_id=plan_id))
+
+
+@app.command()
+def events(
+    session: Annotated[str, typer.Argument(help="The discussion session id.")],
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=100, help="How many events to show (1-100).")
+    ],
+    event_type: Annotated[
+        str | None,
+        typer.Option("--type", help="Only this type: INTENT, SPEECH, SUMMARY, VOTE or SYSTEM."),
+    ] = None,
+    after: Annotated[
+        int | None,
+        typer.Option(
+            "--after",
+            help="The first events with a sequence above this (default: the most recent ones).",
+        ),
+    ] = None,
+    root: RootOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a session's events from the event log (agents/event_log/outbox/<session>.jsonl)."""
+    from agenttalk.eventlog import EventLog, EventType
+
+    event_log = EventLog(resolve_root(root), durable=False)  # reads only
+    try:
+        kind = EventType(event_type.upper()) if event_type else None
+    except ValueError:
+        _fail(AgentTalkError(f"--type {event_type}: use one of {', '.join(EventType)}"))
+    try:
+        if session not in event_log.sessions():
+            known = ", ".join(event_log.sessions()) or "none yet"
+            raise AgentTalkError(f"no event log for session {session!r} (sessions: {known})")
+        if after is not None:
+            found = event_log.get_events_after_sequence(session, after, limit, type=kind)
+        elif kind is not None:
+            found = event_log.get_events_by_type(session, kind, limit)
+        else:
+            found = event_log.get_recent_events(session, limit)
+    except (AgentTalkError, ValueError) as exc:
+        _fail(exc)
+    if as_json:
+        rows = [e.model_dump(mode="json") for e in found]
+        typer.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    for e in found:
+        typer.echo(f"#{e.sequence} {e.timestamp} {e.type} {e.speaker}: {e.content_text()}")

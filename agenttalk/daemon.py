@@ -17,6 +17,7 @@ from pathlib import Path
 
 from agenttalk import fsio
 from agenttalk.errors import ConfigError, InputFileError, ServiceAuthError
+from agenttalk.eventlog import EventLog
 from agenttalk.executor import Executor, Job, Report
 from agenttalk.inputs import check_inputs
 from agenttalk.intake import Accepted, ignorable, is_candidate, quarantine, read_command
@@ -103,6 +104,7 @@ class Daemon:
         self._ready: set[str] = set()
         """Agents whose next command may start (a worker finished); no rescan needed."""
         """Agents with work that found every worker busy; looked at when one frees up."""
+        self.eventlog: EventLog | None = None
         self.pool: ThreadPoolExecutor | None = None
         self.watcher: InboxWatcher | None = None
 
@@ -265,6 +267,9 @@ class Daemon:
             return
         slot = self._slot(agent_id)
         self._load_profile(slot)
+        if slot.profile is not None and slot.profile.kind == "event_log":
+            self._ingest_events(slot, now)
+            return
         seen: set[str] = set()
         new: list[tuple[int, str, str]] = []
         slot.wake_at = None
@@ -377,6 +382,21 @@ class Daemon:
         except ConfigError as exc:
             slot.profile, slot.profile_error, slot.service = None, str(exc), None
             log.error("%s; its commands wait until the profile is fixed", exc)
+
+    def _ingest_events(self, slot: Slot, now: float) -> None:
+        """The event log agent runs no commands: files in its inbox are events to append."""
+        if self.eventlog is None:
+            self.eventlog = EventLog(self.society.root, durable=self.durable)
+        try:
+            self.eventlog.ingest(
+                slot.agent.inbox,
+                settle_seconds=self.config.settle_seconds,
+                max_file_bytes=self.config.max_file_bytes,
+            )
+        except OSError as exc:
+            log.error("event log: cannot ingest %s: %s", slot.agent.inbox, exc)
+        if any(not ignorable(e.name) for e in os.scandir(slot.agent.inbox) if e.is_file()):
+            self._wake_slot(slot, now + self.config.settle_seconds)  # files still settling
 
     @staticmethod
     def _wake_slot(slot: Slot, at: float) -> None:

@@ -2,6 +2,7 @@
 
 AgentTalkError              a problem to show the user as it is (the CLI exits 1)
 ├── ConfigError             config.yaml or an agent profile is wrong
+│   └── ScenarioError       a discussion scenario is invalid (names every bad field)
 ├── InputFileError          a dropped file cannot be accepted (names file, field, fix)
 └── LLMError                the LLM call failed for good (after the retry layer gave up)
 """
@@ -15,6 +16,21 @@ class AgentTalkError(Exception):
 
 class ConfigError(AgentTalkError):
     """config.yaml or an agent profile is invalid."""
+
+
+class ScenarioError(ConfigError):
+    """A discussion scenario is invalid; `problems` holds (field path, message) pairs."""
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]) -> None:
+        self.source = source
+        self.problems = problems
+        listed = "; ".join(f"{field or '(top level)'}: {msg}" for field, msg in problems)
+        super().__init__(f"scenario {source}: {listed}")
+
+    @property
+    def fields(self) -> list[str]:
+        """The dotted paths of the offending fields, e.g. `flow.phases.1.max_rounds`."""
+        return [field for field, _ in self.problems]
 
 
 class InputFileError(AgentTalkError):

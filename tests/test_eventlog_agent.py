@@ -1,0 +1,43 @@
+"""The event log as a file-backed agent: the daemon appends the event files dropped in its inbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import drop_command, make_daemon, make_society, write_json
+
+from agenttalk.eventlog import EventLog
+from agenttalk.llm.fake import FakeProvider
+
+
+def test_the_daemon_appends_dropped_event_files_and_runs_nothing_for_the_log(
+    tmp_path: Path,
+) -> None:
+    society = make_society(tmp_path, agents=["alice"])
+    EventLog(tmp_path).ensure_agent()
+    inbox = society.agent("event_log").inbox
+    write_json(
+        inbox / "001.json",
+        [
+            {"session_id": "s1", "type": "INTENT", "speaker": "alice", "content": "may I?"},
+            {"session_id": "s1", "type": "SPEECH", "speaker": "alice", "content": "Hello."},
+        ],
+    )
+    write_json(
+        inbox / "002.json", {"session_id": "s1", "type": "NOPE", "speaker": "x", "content": ""}
+    )
+    # a command file in the log's inbox is not a command: the log runs no LLM
+    drop_command(society, "event_log", {"command_id": "c", "prompt": "x"})
+    drop_command(society, "alice", {"command_id": "work", "prompt": "go"})
+    fake = FakeProvider()
+    make_daemon(society, fake).run(until_idle=True, watch=False)
+
+    events = EventLog(tmp_path).get_recent_events("s1", 10)
+    assert [(e.type, e.content, e.sequence) for e in events] == [
+        ("INTENT", "may I?", 1),
+        ("SPEECH", "Hello.", 2),
+    ]
+    assert not (inbox / "001.json").exists()
+    bad = list((society.agent("event_log").archive / "bad").glob("*002.json.error.json"))
+    assert len(bad) == 1
+    assert len(fake.history) == 1  # only alice's command called the LLM
