@@ -157,6 +157,17 @@ class LLMSettings(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
 
 
+class Stance(BaseModel):
+    """The side a discussion participant argues for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    faction_id: str = Field(min_length=1)
+    """The faction, e.g. `pro` or `con`."""
+    position: str = Field(min_length=1)
+    """The position in one sentence."""
+
+
 class AgentProfile(BaseModel):
     """`agents/<id>/agent_profile.json`."""
 
@@ -170,6 +181,19 @@ class AgentProfile(BaseModel):
     """The agent's own role prompt, placed first in every system message."""
     description: str | None = None
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    role: str | None = None
+    """Discussion persona: the part played, e.g. "lead speaker for the motion"."""
+    persona_description: str | None = None
+    """Discussion persona: who the agent is, in a sentence or two."""
+    stance: Stance | None = None
+    """Discussion persona: faction and position."""
+    speaking_style: str | None = None
+    """Discussion persona: concise, elaborate, aggressive, diplomatic, analytical, emotional,
+    or a free description."""
+    expertise: list[str] = Field(default_factory=list)
+    """Discussion persona: fields the agent knows well."""
+    traits: list[str] = Field(default_factory=list)
+    """Discussion persona: character traits."""
 
     @model_validator(mode="after")
     def _llm_agents_have_a_prompt(self) -> AgentProfile:

@@ -1,4 +1,5 @@
-"""Getting a `{result, score?, score_explanation?}` reply: extraction, validation, repair."""
+"""Getting a JSON reply (`{result, score?, score_explanation?}` or any schema): extraction,
+validation, repair."""
 
 from __future__ import annotations
 
@@ -117,7 +118,25 @@ class Outcome(BaseModel):
 def ask_structured(
     provider: Provider, request: LLMRequest, *, score_required: bool, max_repairs: int = MAX_REPAIRS
 ) -> Outcome:
-    schema = reply_schema(score_required)
+    return ask_json(
+        provider,
+        request,
+        reply_schema(score_required),
+        instructions=contract(score_required),
+        max_repairs=max_repairs,
+    )
+
+
+def ask_json(
+    provider: Provider,
+    request: LLMRequest,
+    schema: dict[str, Any],
+    *,
+    instructions: str,
+    max_repairs: int = MAX_REPAIRS,
+) -> Outcome:
+    """Ask for one JSON object meeting `schema`; a bad reply is sent back with the error and
+    `instructions` (the expected format in words) up to `max_repairs` times."""
     request = request.model_copy(update={"response_schema": schema})
     attempts: list[Attempt] = []
     added = list(request.messages)
@@ -149,10 +168,7 @@ def ask_structured(
             attempt.error = str(exc)
             added = [
                 {"role": "assistant", "content": response.text},
-                {
-                    "role": "user",
-                    "content": f"Your reply could not be used: {exc}. {contract(score_required)}",
-                },
+                {"role": "user", "content": f"Your reply could not be used: {exc}. {instructions}"},
             ]
             request = request.model_copy(update={"messages": request.messages + added})
             continue
