@@ -16,6 +16,7 @@ from agenttalk.llm.fake import FakeProvider
 from agenttalk.llm.loopback import LoopbackLLM
 from agenttalk.moderator import builtin_scenario
 from agenttalk.society import Society
+from agenttalk.status import agent_status, render_text
 
 NAMES = ("alice", "bob", "carol", "dave")
 FACTIONS = {"alice": "pro", "bob": "con", "carol": "pro", "dave": "con"}
@@ -153,6 +154,8 @@ def test_replaying_a_session_with_the_same_replies_gives_identical_decisions(
 
     first = debate_society(tmp_path / "first")
     drop_session(first)
+    (queued,) = agent_status(first, "moderator").sessions
+    assert (queued.session_id, queued.state) == (SESSION, "queued")
     make_daemon(first, FakeProvider(record)).run(until_idle=True, watch=False)
     second = debate_society(tmp_path / "second")
     drop_session(second)
@@ -164,6 +167,8 @@ def test_replaying_a_session_with_the_same_replies_gives_identical_decisions(
     two = (outbox(second) / "decisions.jsonl").read_bytes()
     assert one and one == two
     assert b"timestamp" not in one
+    text = render_text([agent_status(first, "moderator")])
+    assert f"session  {SESSION}: done, phase closing, step {len(one.splitlines())}" in text
 
 
 def test_a_session_with_an_unknown_participant_is_rejected_naming_the_field(

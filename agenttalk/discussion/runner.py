@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 A = ModeratorAction
 MODERATOR = "moderator"
+PROGRESS = "progress.json"
 SPEAKING = {A.ALLOW_SPEECH, A.CALL_AGENT, A.PROMPT_QUESTION}
 
 
@@ -86,6 +87,7 @@ class SessionRunner:
             recent = self.log.get_recent_events(self.spec.session_id, self._recent_limit())
             decision = self.controller.decide_next_action(state, intents, recent)
             self._record(step, state, intents, decision)
+            self._progress(state, step, "running")
             if decision.action == A.END_DISCUSSION:
                 speeches = sum(1 for line in self.lines if line.kind == "speech")
                 self._say(state, language.closing(decision.reason, speeches))
@@ -93,6 +95,7 @@ class SessionRunner:
             state = self._apply(state, decision)
         text = language.transcript(self.spec.session_id, self.spec.topic, ids, self.lines)
         fsio.atomic_write_bytes(self.out / "transcript.md", text.encode(), durable=self.durable)
+        self._progress(state, step, "done")
         return state
 
     # -- steps ---------------------------------------------------------------------------------
@@ -228,6 +231,17 @@ class SessionRunner:
     def _say(self, state: ModeratorState, text: str) -> None:
         self._event(state, EventType.SYSTEM, MODERATOR, text)
         self.lines.append(language.Line(state.current_phase_id, MODERATOR, "moderator", text))
+
+    def _progress(self, state: ModeratorState, step: int, status: str) -> None:
+        """`progress.json`, read by `agenttalk status` (decisions.jsonl stays replayable)."""
+        progress = {
+            "session_id": self.spec.session_id,
+            "state": status,
+            "phase": state.current_phase_id,
+            "step": step,
+            "speeches": state.total_rounds,
+        }
+        fsio.atomic_write_json(self.out / PROGRESS, progress, durable=self.durable)
 
     def _record(
         self, step: int, state: ModeratorState, intents: list[Intent], decision: ModeratorDecision
