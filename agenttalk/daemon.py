@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agenttalk import fsio
+from agenttalk.discussion.runner import SessionRunner, provider_lookup
+from agenttalk.discussion.session import Session, is_session_file, read_session
 from agenttalk.errors import ConfigError, InputFileError, ServiceAuthError
 from agenttalk.eventlog import EventLog
 from agenttalk.executor import Executor, Job, Report
@@ -270,6 +272,9 @@ class Daemon:
         if slot.profile is not None and slot.profile.kind == "event_log":
             self._ingest_events(slot, now)
             return
+        if slot.profile is not None and slot.profile.kind == "moderator":
+            self._scan_sessions(slot, now)
+            return
         seen: set[str] = set()
         new: list[tuple[int, str, str]] = []
         slot.wake_at = None
@@ -377,7 +382,7 @@ class Daemon:
         slot.profile_sig = sig
         try:
             profile = self.society.load_profile(slot.agent.agent_id)
-            slot.service = self.executor.service_for(profile)
+            slot.service = self.executor.service_for(profile) if profile.kind == "llm" else None
             slot.profile, slot.profile_error = profile, None
         except ConfigError as exc:
             slot.profile, slot.profile_error, slot.service = None, str(exc), None
@@ -397,6 +402,62 @@ class Daemon:
             log.error("event log: cannot ingest %s: %s", slot.agent.inbox, exc)
         if any(not ignorable(e.name) for e in os.scandir(slot.agent.inbox) if e.is_file()):
             self._wake_slot(slot, now + self.config.settle_seconds)  # files still settling
+
+    def _scan_sessions(self, slot: Slot, now: float) -> None:
+        """The moderator runs no commands: it runs dropped session files, one at a time."""
+        slot.wake_at = None
+        if slot.running is not None or self.running >= self.max_running:
+            return
+        try:
+            names = sorted(e.name for e in os.scandir(slot.agent.inbox) if e.is_file())
+        except FileNotFoundError:
+            return
+        for name in names:
+            if ignorable(name) or not is_session_file(name):
+                continue
+            path = slot.agent.inbox / name
+            try:
+                session = read_session(
+                    self.society, slot.agent, path, settle=self.config.settle_seconds, now=now
+                )
+            except InputFileError as exc:
+                quarantine(slot.agent, path, exc, durable=self.durable)
+                continue
+            except FileNotFoundError:
+                continue
+            if session is None:
+                self._wake_slot(slot, now + self.config.settle_seconds)
+                continue
+            assert self.pool is not None
+            if self.eventlog is None:
+                self.eventlog = EventLog(self.society.root, durable=self.durable)
+            slot.running = name
+            self.running += 1
+            self.pool.submit(self._run_session, slot.agent, session)
+            return
+
+    def _run_session(self, agent: AgentDir, session: Session) -> None:
+        assert self.eventlog is not None
+        lookup = provider_lookup(self.config, self.providers.get, self.executor.service_for)
+        try:
+            runner = SessionRunner(
+                self.society, session, self.eventlog, lookup, durable=self.durable
+            )
+            runner.run()
+            done = agent.archive / "done" / session.path.name
+            fsio.move(session.path, done, durable=self.durable)
+        except Exception as exc:
+            log.exception("%s: session %s failed", agent.agent_id, session.path.name)
+            error = InputFileError(
+                session.path.name, "(session)", f"the session failed: {exc}", "see the daemon log"
+            )
+            try:
+                quarantine(agent, session.path, error, durable=self.durable)
+            except OSError:
+                log.exception("cannot move %s aside", session.path)
+        finally:
+            self._done.put((agent.agent_id, session.path.name, None, None))
+            self.notify(agent.agent_id)
 
     @staticmethod
     def _wake_slot(slot: Slot, at: float) -> None:

@@ -26,6 +26,7 @@ def init_society(target: Path, *, submit: bool = True) -> list[Path]:
     shutil.copy(source / "config.yaml", target / "config.yaml")
     shutil.copytree(source / "agents", target / "agents")
     shutil.copytree(source / "plans", target / "plans")
+    shutil.copytree(source / "sessions", target / "sessions")
     for agent in [*(target / "agents").iterdir(), target / "agents" / USER_AGENT]:
         (agent / "inbox").mkdir(parents=True, exist_ok=True)
         (agent / "outbox").mkdir(parents=True, exist_ok=True)

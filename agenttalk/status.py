@@ -27,10 +27,22 @@ class CommandState(BaseModel):
     score: float | None = None
 
 
+class SessionState(BaseModel):
+    """A discussion session of the moderator agent."""
+
+    session_id: str
+    state: str
+    """queued (its file waits in the inbox), running or done."""
+    phase: str | None = None
+    step: int = 0
+    speeches: int = 0
+
+
 class AgentStatus(BaseModel):
     agent_id: str
     profile_error: str | None = None
     commands: list[CommandState] = Field(default_factory=list)
+    sessions: list[SessionState] = Field(default_factory=list)
     rejected_files: list[dict[str, Any]] = Field(default_factory=list)
 
     def count(self, state: str) -> int:
@@ -70,6 +82,7 @@ def agent_status(society: Society, agent_id: str) -> AgentStatus:
     except ConfigError as exc:
         status.profile_error = str(exc)
     config = society.config
+    status.sessions = _sessions(agent)
     if agent.inbox.is_dir():
         for path in sorted(agent.inbox.iterdir()):
             if ignorable(path.name) or not is_candidate(path.name):
@@ -131,6 +144,25 @@ def agent_status(society: Society, agent_id: str) -> AgentStatus:
     return status
 
 
+def _sessions(agent: AgentDir) -> list[SessionState]:
+    """Queued session files in the inbox, then sessions with progress in the outbox."""
+    sessions = []
+    if agent.inbox.is_dir():
+        for path in sorted(agent.inbox.glob("session_*.json")):
+            try:
+                data = json.loads(path.read_bytes())
+                session_id = str(data["session_id"])
+            except (OSError, ValueError, KeyError, TypeError):
+                session_id = path.name
+            sessions.append(SessionState(session_id=session_id, state="queued"))
+    for path in sorted(agent.outbox.glob("*/progress.json")):
+        try:
+            sessions.append(SessionState.model_validate_json(path.read_bytes()))
+        except (OSError, ValueError):
+            continue
+    return sessions
+
+
 def society_status(society: Society, agent_ids: list[str] | None = None) -> list[AgentStatus]:
     return [agent_status(society, a) for a in (agent_ids or society.agent_ids())]
 
@@ -149,6 +181,10 @@ def render_text(statuses: list[AgentStatus], plan_id: str | None = None) -> str:
         lines.append(f"{st.agent_id}: {counts or 'idle'}")
         if st.profile_error:
             lines.append(f"  ! profile: {st.profile_error}")
+        for session in st.sessions if plan_id is None else []:
+            where = f", phase {session.phase}, step {session.step}" if session.phase else ""
+            speeches = f", {session.speeches} speeches" if session.phase else ""
+            lines.append(f"  session  {session.session_id}: {session.state}{where}{speeches}")
         for c in commands:
             if c.state in ("done",) and plan_id is None:
                 continue

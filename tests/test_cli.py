@@ -161,7 +161,8 @@ def test_init_no_plan_creates_an_idle_society(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "0 commands dropped" in result.stdout
     statuses = status_json(tmp_path / "walk")
-    assert sorted(statuses) == sorted([*EXAMPLE_COMMANDS, "general_manager", "user"])
+    debate = ["li_qiang", "wang_ming", "chen_jing", "zhao_li", "moderator"]
+    assert sorted(statuses) == sorted([*EXAMPLE_COMMANDS, "general_manager", "user", *debate])
     assert all(not s["commands"] for s in statuses.values())
 
 
@@ -201,7 +202,7 @@ def test_root_is_the_flag_else_agenttalk_root_else_the_current_directory(
     def agents(*args: str | Path, env: dict[str, str | None]) -> set[str]:
         result = cli("status", "--json", *args, env=env)
         assert result.exit_code == 0, result.output
-        return {s["agent_id"] for s in json.loads(result.stdout) if s["agent_id"].startswith("m")}
+        return {s["agent_id"] for s in json.loads(result.stdout) if s["agent_id"].startswith("ma")}
 
     from_env: dict[str, str | None] = {"AGENTTALK_ROOT": str(roots["env"])}
     assert agents("--root", roots["flag"], env=from_env) == {"manager", "marker_flag"}
@@ -391,7 +392,7 @@ def test_validate_accepts_the_example_society(tmp_path: Path) -> None:
     root = society(tmp_path, plan=True)
     result = cli("validate", "--root", root)
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("ok: config, 6 agents")
+    assert result.stdout.startswith("ok: config, 11 agents")
 
 
 @pytest.mark.parametrize(
@@ -619,12 +620,14 @@ def test_repo_root_example_is_identical_to_the_packaged_copy() -> None:
             REPO / "config.yaml",
             *(REPO / "agents").glob("*/agent_profile.json"),
             *(REPO / "plans").iterdir(),
+            *(REPO / "sessions").iterdir(),
         ]
         if p.is_file()
     }
     assert "config.yaml" in packaged_files
     assert "plans/consensus_review.json" in packaged_files
-    assert len([f for f in packaged_files if f.endswith("agent_profile.json")]) == 5
+    assert "sessions/session_remote_work.json" in packaged_files
+    assert len([f for f in packaged_files if f.endswith("agent_profile.json")]) == 10
     assert sorted(repo_files) == sorted(packaged_files)
     for name, data in packaged_files.items():
         assert repo_files[name] == data, f"{name} differs between the repo root and {packaged}"

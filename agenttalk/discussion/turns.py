@@ -214,3 +214,53 @@ def generate_speech(
         outcome=outcome,
         note=MemoryEntry(content=f"I said: {speech.content[:100]}", importance=0.8, kind="action"),
     )
+
+
+VOTE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "type": {"const": "VOTE"},
+        "score": {"type": "number", "minimum": 0, "maximum": 100},
+        "reason": {"type": "string"},
+    },
+    "required": ["score"],
+}
+VOTE_FORMAT = (
+    'Reply with only one JSON object: "type": "VOTE"; "score": your consensus score, a number '
+    'from 0 (no agreement at all) to 100 (full agreement); "reason": one sentence.'
+)
+VOTE_TEMPERATURE, VOTE_MAX_TOKENS = 0.3, 120
+
+
+class VoteTurn(BaseModel):
+    agent_id: str
+    score: float | None
+    """None when no valid score came back after the repairs (the vote is not counted)."""
+    reason: str
+    messages: list[dict[str, str]]
+    outcome: Outcome
+
+
+def generate_vote(
+    provider: Provider,
+    profile: AgentProfile,
+    context: VisibleContext,
+    memory: ShortTermMemory,
+    model: str,
+) -> VoteTurn:
+    """The agent's consensus score (0-100) for the phase that is ending."""
+    task = (
+        "## Your task\nThe moderator calls a consensus vote on this phase: how far do the "
+        f"participants agree? {VOTE_FORMAT}"
+    )
+    messages = build_messages(profile, context, memory, task)
+    request = _request(profile, messages, model, VOTE_TEMPERATURE, VOTE_MAX_TOKENS)
+    outcome = ask_json(provider, request, VOTE_SCHEMA, instructions=VOTE_FORMAT)
+    reply = outcome.reply if outcome.status == "ok" and outcome.reply is not None else None
+    return VoteTurn(
+        agent_id=profile.agent_id,
+        score=float(reply["score"]) if reply is not None else None,
+        reason=str(reply.get("reason") or "") if reply is not None else str(outcome.error),
+        messages=messages,
+        outcome=outcome,
+    )

@@ -45,6 +45,8 @@ class EventView(BaseModel):
     @field_validator("meta", mode="before")
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
+        if isinstance(value, BaseModel):  # the event log's EventMeta (extra keys kept)
+            return value.model_dump()
         return {} if value is None else value
 
 

@@ -1,0 +1,211 @@
+"""Discussion sessions: a session file in the moderator's inbox runs a whole discussion."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from conftest import make_daemon, make_society, read_json, write_json
+
+from agenttalk.daemon import Daemon
+from agenttalk.llm import LLMRequest
+from agenttalk.llm.fake import FakeProvider
+from agenttalk.llm.loopback import LoopbackLLM
+from agenttalk.moderator import builtin_scenario
+from agenttalk.society import Society
+from agenttalk.status import agent_status, render_text
+
+NAMES = ("alice", "bob", "carol", "dave")
+FACTIONS = {"alice": "pro", "bob": "con", "carol": "pro", "dave": "con"}
+SESSION = "remote_work"
+_NAME_RE = re.compile(r"You take part in a discussion as (\w+)\.")
+_EVENTS_RE = re.compile(r"## Recent events \((\d+)\)")
+
+
+def persona(agent_id: str) -> dict[str, Any]:
+    return {
+        "agent_id": agent_id,
+        "name": agent_id.title(),
+        "prompt": f"You are {agent_id}.",
+        "role": "debater",
+        "persona_description": f"{agent_id.title()} argues from experience.",
+        "stance": {"faction_id": FACTIONS[agent_id], "position": "a position"},
+    }
+
+
+def rollback_scenario() -> dict[str, Any]:
+    """The built-in debate, with a consensus vote at the end of the focused conflict."""
+    data = builtin_scenario("debate").model_dump(mode="json", exclude_none=True)
+    for phase in data["flow"]["phases"]:
+        if phase["id"] == "focused_conflict":
+            phase["rollback_to"] = "free_discussion"
+            phase["consensus_threshold"] = 50
+    return data
+
+
+def debate_society(root: Path, config: dict[str, Any] | None = None) -> Society:
+    society = make_society(root, agents=(), config=config)
+    for agent_id in NAMES:
+        write_json(root / "agents" / agent_id / "agent_profile.json", persona(agent_id))
+    write_json(
+        root / "agents" / "moderator" / "agent_profile.json",
+        {"agent_id": "moderator", "name": "Moderator", "kind": "moderator"},
+    )
+    return society
+
+
+def drop_session(society: Society, **extra: Any) -> Path:
+    session = {
+        "session_id": SESSION,
+        "topic": "Should remote work become the norm?",
+        "participants": list(NAMES),
+        "scenario": rollback_scenario(),
+        **extra,
+    }
+    path = society.agent("moderator").inbox / "session_remote_work.json"
+    return write_json(path, session)
+
+
+def reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """Valid intent, speech and vote replies, varied but a function of the request only."""
+    match = _NAME_RE.search(messages[0]["content"])
+    assert match, "the system prompt names no agent"
+    name = match.group(1)
+    text = "\n".join(str(m["content"]) for m in messages)
+    if '"type": "INTENT"' in text:
+        urgency = 1 + len(text) % 5
+        kind = "interrupt" if len(text) % 7 == 0 else "speak"
+        return {"type": "INTENT", "intent": kind, "urgency": urgency, "topic": f"secret of {name}"}
+    if '"type": "VOTE"' in text:
+        votes = len(re.findall(r"\(vote\)", text))
+        return {"type": "VOTE", "score": 20 if votes < 4 else 80, "reason": "so so"}
+    return {"type": "SPEECH", "content": f"{name} makes point {len(text) % 97}.", "tone": "calm"}
+
+
+def outbox(society: Society) -> Path:
+    return society.agent("moderator").outbox / SESSION
+
+
+def decision_lines(society: Society) -> list[dict[str, Any]]:
+    text = (outbox(society) / "decisions.jsonl").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def test_debate_over_loopback_ends_with_a_complete_log_and_bounded_private_prompts(
+    tmp_path: Path,
+) -> None:
+    with LoopbackLLM(default=lambda body: reply(body["messages"])) as llm:
+        service = {"provider": "openai", "base_url": llm.base_url, "model": "m"}
+        config = {"llm": {"default": "loop", "services": {"loop": service}}}
+        society = debate_society(tmp_path, config)
+        drop_session(society)
+        Daemon(society).run(until_idle=True, watch=False)
+        requests = [seen.body["messages"] for seen in llm.requests]
+
+    lines = decision_lines(society)
+    assert [line["step"] for line in lines] == list(range(1, len(lines) + 1))
+    assert all(line["state"]["steps"] == line["step"] - 1 for line in lines)
+    last = lines[-1]["decision"]
+    assert last["action"] == "END_DISCUSSION"
+    assert last["reason"] == "all_phases_completed"
+    actions = {line["decision"]["action"] for line in lines}
+    assert {"ALLOW_SPEECH", "FORCE_SUMMARY", "CALL_VOTE", "SWITCH_PHASE"} <= actions
+    assert any(line["decision"]["metadata"].get("rollback") for line in lines)
+
+    transcript = (outbox(society) / "transcript.md").read_text(encoding="utf-8")
+    assert transcript.count("**Phase summary.**") >= 4  # free (twice), focused, closing
+    assert "## Phase: closing" in transcript
+    moderator = society.agent("moderator")
+    assert (moderator.archive / "done" / "session_remote_work.json").is_file()
+    assert not list(moderator.inbox.glob("session_*.json"))
+
+    log = tmp_path / "agents" / "event_log" / "outbox" / f"{SESSION}.jsonl"
+    types = {json.loads(line)["type"] for line in log.read_text().splitlines()}
+    assert types == {"INTENT", "SPEECH", "SUMMARY", "VOTE", "SYSTEM"}
+
+    assert len(requests) > 100
+    own_secret_seen = set()
+    for messages in requests:
+        match = _NAME_RE.search(messages[0]["content"])
+        assert match
+        owner = match.group(1)
+        user = messages[1]["content"]
+        shown = [int(n) for n in _EVENTS_RE.findall(user)]
+        assert shown and max(shown) <= 20
+        for other in {n.title() for n in NAMES} - {owner}:
+            assert f"secret of {other}" not in user, f"{other}'s memory in {owner}'s prompt"
+        if f"secret of {owner}" in user:
+            own_secret_seen.add(owner)
+    assert own_secret_seen == {n.title() for n in NAMES}  # memory does reach its owner
+
+
+def test_replaying_a_session_with_the_same_replies_gives_identical_decisions(
+    tmp_path: Path,
+) -> None:
+    replies: list[str] = []
+
+    def record(request: LLMRequest) -> dict[str, Any]:
+        answer = reply(request.messages)
+        replies.append(json.dumps(answer))
+        return answer
+
+    first = debate_society(tmp_path / "first")
+    drop_session(first)
+    (queued,) = agent_status(first, "moderator").sessions
+    assert (queued.session_id, queued.state) == (SESSION, "queued")
+    make_daemon(first, FakeProvider(record)).run(until_idle=True, watch=False)
+    second = debate_society(tmp_path / "second")
+    drop_session(second)
+    replay = FakeProvider(list(replies))
+    make_daemon(second, replay).run(until_idle=True, watch=False)
+
+    assert len(replay.history) == len(replies)
+    one = (outbox(first) / "decisions.jsonl").read_bytes()
+    two = (outbox(second) / "decisions.jsonl").read_bytes()
+    assert one and one == two
+    assert b"timestamp" not in one
+    text = render_text([agent_status(first, "moderator")])
+    assert f"session  {SESSION}: done, phase closing, step {len(one.splitlines())}" in text
+
+
+def test_a_session_with_an_unknown_participant_is_rejected_naming_the_field(
+    tmp_path: Path,
+) -> None:
+    society = debate_society(tmp_path)
+    write_json(
+        tmp_path / "agents" / "plain" / "agent_profile.json",
+        {"agent_id": "plain", "name": "Plain", "prompt": "You are plain."},
+    )
+    drop_session(society, participants=["alice", "ghost"])
+    other = society.agent("moderator").inbox / "session_b.json"
+    write_json(
+        other,
+        {"session_id": "b", "topic": "t", "participants": ["alice", "plain"], "scenario": "debate"},
+    )
+    provider = FakeProvider([])
+    make_daemon(society, provider).run(until_idle=True, watch=False)
+
+    bad = society.agent("moderator").archive / "bad"
+    records = {p.name: read_json(p) for p in bad.glob("*.error.json")}
+    assert len(records) == 2
+    by_file = {r["file"]: r for r in records.values()}
+    assert by_file["session_remote_work.json"]["field"] == "participants"
+    assert "'ghost'" in by_file["session_remote_work.json"]["error"]
+    assert by_file["session_b.json"]["field"] == "participants"
+    assert "'plain' has no persona" in by_file["session_b.json"]["error"]
+    assert provider.history == []
+    assert not outbox(society).exists()
+
+
+def test_a_session_with_a_bad_scenario_names_the_scenario_field(tmp_path: Path) -> None:
+    society = debate_society(tmp_path)
+    scenario = yaml.safe_load(yaml.safe_dump(rollback_scenario()))
+    scenario["flow"]["phases"][0]["max_rounds"] = 0
+    drop_session(society, scenario=scenario)
+    make_daemon(society, FakeProvider([])).run(until_idle=True, watch=False)
+
+    (record,) = (society.agent("moderator").archive / "bad").glob("*.error.json")
+    assert read_json(record)["field"].startswith("scenario.flow.phases.0")
