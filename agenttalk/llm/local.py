@@ -22,6 +22,8 @@ INSTALL_HINT = "pip install 'agenttalk[local]'"
 DEFAULT_TEMPERATURE = 0.2
 DEFAULT_MAX_TOKENS = 256
 REPEAT_PENALTY = 1.3
+MAX_FREE_STRING = 400
+"""Characters of a string field without its own bound (~100 tokens: a few seconds of output)."""
 # Unbounded strings let the 270M model repeat itself until max_tokens cuts the JSON.
 FIELD_SHAPES: dict[str, dict[str, Any]] = {
     "result": {"type": "string", "maxLength": 500},
@@ -32,13 +34,27 @@ FIELD_SHAPES: dict[str, dict[str, Any]] = {
 
 
 def grammar_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """The reply schema in a form llama.cpp can turn into a grammar (it cannot express `not`)."""
-    keys = [key for key in schema.get("required", ["result"]) if key in FIELD_SHAPES]
+    """The required keys of a reply schema in a form llama.cpp turns into a grammar: every string
+    bounded in length, every number a small enum (it cannot express `not`, patterns or bounds)."""
+    properties = schema.get("properties", {})
+    keys = list(schema.get("required", ["result"]))
     return {
         "type": "object",
-        "properties": {key: FIELD_SHAPES[key] for key in keys},
+        "properties": {
+            key: FIELD_SHAPES.get(key) or _bounded(properties.get(key, {})) for key in keys
+        },
         "required": keys,
     }
+
+
+def _bounded(shape: dict[str, Any]) -> dict[str, Any]:
+    if "const" in shape or "enum" in shape:
+        return {k: shape[k] for k in ("const", "enum") if k in shape}
+    kind = shape.get("type")
+    if kind in ("integer", "number"):
+        low, high = int(shape.get("minimum", 0)), int(shape.get("maximum", 100))
+        return {"enum": list(range(low, high + 1))}
+    return {"type": "string", "maxLength": MAX_FREE_STRING}
 
 
 def merge_system(messages: list[dict[str, str]]) -> list[dict[str, str]]:
