@@ -7,10 +7,32 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 
 log = logging.getLogger(__name__)
+
+EVENTS = [
+    FileCreatedEvent,
+    DirCreatedEvent,
+    FileMovedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileDeletedEvent,
+    DirDeletedEvent,
+]
+"""What can make work runnable. Leaving out opens, reads and attribute changes keeps the kernel
+queue short: every read of a profile or input would otherwise queue events too."""
 
 
 class _Handler(FileSystemEventHandler):
@@ -41,7 +63,9 @@ class InboxWatcher:
         self.watched: set[str] = set()
 
     def start(self) -> None:
-        self.observer.schedule(self.handler, str(self.agents_dir), recursive=False)
+        self.observer.schedule(
+            self.handler, str(self.agents_dir), recursive=False, event_filter=EVENTS
+        )
         self.observer.start()
 
     def watch_agent(self, agent_id: str) -> None:
@@ -49,8 +73,10 @@ class InboxWatcher:
             return
         inbox = self.agents_dir / agent_id / "inbox"
         try:
-            self.observer.schedule(self.handler, str(inbox), recursive=True)
-            self.observer.schedule(self.handler, str(inbox.parent), recursive=False)
+            self.observer.schedule(self.handler, str(inbox), recursive=True, event_filter=EVENTS)
+            self.observer.schedule(
+                self.handler, str(inbox.parent), recursive=False, event_filter=EVENTS
+            )
         except OSError as exc:  # e.g. out of inotify watches: the rescan still finds everything
             log.warning("cannot watch %s (%s); relying on the heartbeat rescan", inbox, exc)
         self.watched.add(agent_id)
