@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agenttalk import fsio
+from agenttalk.auth_blocks import AuthBlocks
 from agenttalk.discussion.runner import SessionRunner, provider_lookup
 from agenttalk.discussion.session import Session, is_session_file, read_session
 from agenttalk.errors import ConfigError, InputFileError, ServiceAuthError
@@ -99,14 +100,13 @@ class Daemon:
         self.max_running = 2 * self.config.max_concurrency
         """Commands in progress at once. LLM calls are capped at max_concurrency by the executor;
         the extra room lets one command's file work overlap the others' LLM calls."""
-        self.blocked: dict[str, float] = {}
-        """Services that refused our key -> when to try one command again (a probe)."""
+        self.blocked = AuthBlocks(society.root, self.config.heartbeat_seconds, durable=self.durable)
         self._stop = threading.Event()
         self._starved: set[str] = set()
+        """Agents with work that found every worker busy; looked at when one frees up."""
         self._ready: set[str] = set()
         """Agents whose next command may start (a worker finished); no rescan needed."""
-        """Agents with work that found every worker busy; looked at when one frees up."""
-        self.eventlog: EventLog | None = None
+        self.eventlog = EventLog(society.root, durable=self.durable)
         self.pool: ThreadPoolExecutor | None = None
         self.watcher: InboxWatcher | None = None
 
@@ -209,47 +209,21 @@ class Daemon:
             slot = self.slots[agent_id]
             slot.running = None
             if auth_error is not None:
-                self._block(auth_error)
+                self.blocked.block(auth_error, time.time())
             elif report is None:
                 pending = slot.pending.get(name)
                 if pending:
                     pending.not_before = time.time() + self.config.heartbeat_seconds
             else:
-                if slot.service in self.blocked and report.called_llm:
-                    self._unblock(slot.service)
+                if slot.service is not None and slot.service in self.blocked and report.called_llm:
+                    self.blocked.unblock(slot.service)
+                    for other_id, other in self.slots.items():
+                        if other.service == slot.service:
+                            self.notify(other_id)
                 slot.pending.pop(name, None)
                 for target in report.touched:
                     self.notify(target)
             self._ready.add(agent_id)  # its next command may start; no need to rescan its inbox
-
-    def _block(self, error: ServiceAuthError) -> None:
-        """Stop sending to a service that refused the key; alert once; probe every heartbeat."""
-        service = error.service
-        if service not in self.blocked:
-            alert = {
-                "alert": "service_auth_failed",
-                "service": service,
-                "error": str(error),
-                "at": fsio.now_iso(),
-                "effect": "commands for this service stay pending; one is retried each heartbeat",
-                "fix": "set a valid API key for the service and restart the daemon",
-            }
-            fsio.atomic_write_json(self._alert_path(service), alert, durable=self.durable)
-            log.error("%s; its commands stay pending until the key works", error)
-        self.blocked[service] = time.time() + self.config.heartbeat_seconds
-
-    def _unblock(self, service: str | None) -> None:
-        if service is None:
-            return
-        del self.blocked[service]
-        self._alert_path(service).unlink(missing_ok=True)
-        log.info("service %s accepts our key again", service)
-        for agent_id, slot in self.slots.items():
-            if slot.service == service:
-                self.notify(agent_id)
-
-    def _alert_path(self, service: str) -> Path:
-        return self.society.root / "alerts" / f"auth_{service}.json"
 
     # -- scanning ------------------------------------------------------------------------------
 
@@ -390,8 +364,6 @@ class Daemon:
 
     def _ingest_events(self, slot: Slot, now: float) -> None:
         """The event log agent runs no commands: files in its inbox are events to append."""
-        if self.eventlog is None:
-            self.eventlog = EventLog(self.society.root, durable=self.durable)
         try:
             self.eventlog.ingest(
                 slot.agent.inbox,
@@ -429,15 +401,12 @@ class Daemon:
                 self._wake_slot(slot, now + self.config.settle_seconds)
                 continue
             assert self.pool is not None
-            if self.eventlog is None:
-                self.eventlog = EventLog(self.society.root, durable=self.durable)
             slot.running = name
             self.running += 1
             self.pool.submit(self._run_session, slot.agent, session)
             return
 
     def _run_session(self, agent: AgentDir, session: Session) -> None:
-        assert self.eventlog is not None
         lookup = provider_lookup(self.config, self.providers.get, self.executor.service_for)
         try:
             runner = SessionRunner(
@@ -487,12 +456,10 @@ class Daemon:
             for path, problem in check.rejected:
                 quarantine(slot.agent, path, problem, durable=self.durable)
             if check.complete or not command.wait_for_inputs:
-                probe_at = self.blocked.get(slot.service or "")
-                if probe_at is not None:
-                    if probe_at > now:
-                        self._wake_slot(slot, probe_at)
-                        continue
-                    self.blocked[slot.service or ""] = now + self.config.heartbeat_seconds
+                look_again = self.blocked.may_send(slot.service, now)
+                if look_again is not None:
+                    self._wake_slot(slot, look_again)
+                    continue
                 self._submit(slot, name, pending, None)
                 return
             timeout = command.timeout or self.config.default_timeout
