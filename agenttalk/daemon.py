@@ -17,8 +17,7 @@ from pathlib import Path
 
 from agenttalk import fsio
 from agenttalk.auth_blocks import AuthBlocks
-from agenttalk.discussion.runner import SessionRunner, provider_lookup
-from agenttalk.discussion.session import Session, is_session_file, read_session
+from agenttalk.discussion.host import SessionHost
 from agenttalk.errors import ConfigError, InputFileError, ServiceAuthError
 from agenttalk.eventlog import EventLog
 from agenttalk.executor import Executor, Job, Report
@@ -86,8 +85,9 @@ class Daemon:
         self.society = society
         self.config = society.config
         self.providers = providers or Providers(society.config, society.root)
-        self.executor = Executor(society, self.providers, service_override)
         self.durable = self.config.durability == "safe"
+        self.eventlog = EventLog(society.root, durable=self.durable)
+        self.executor = Executor(society, self.providers, service_override, eventlog=self.eventlog)
         self.slots: dict[str, Slot] = {}
         self.running = 0
         self._wake = threading.Event()
@@ -106,7 +106,14 @@ class Daemon:
         """Agents with work that found every worker busy; looked at when one frees up."""
         self._ready: set[str] = set()
         """Agents whose next command may start (a worker finished); no rescan needed."""
-        self.eventlog = EventLog(society.root, durable=self.durable)
+        self.sessions = SessionHost(
+            society,
+            self.eventlog,
+            self.providers,
+            self.executor.ledger,
+            self.notify,
+            durable=self.durable,
+        )
         self.pool: ThreadPoolExecutor | None = None
         self.watcher: InboxWatcher | None = None
 
@@ -122,6 +129,7 @@ class Daemon:
         try:
             self._loop(until_idle)
         finally:
+            self.sessions.stop()
             if self.watcher:
                 self.watcher.stop()
             self.pool.shutdown(wait=True)
@@ -190,6 +198,8 @@ class Daemon:
         with self._dirty_lock:
             if self._dirty or self._ready:
                 return True
+        if self.sessions.busy:
+            return True
         for slot in self.slots.values():
             if slot.running is not None:
                 return True
@@ -247,7 +257,7 @@ class Daemon:
             self._ingest_events(slot, now)
             return
         if slot.profile is not None and slot.profile.kind == "moderator":
-            self._scan_sessions(slot, now)
+            slot.wake_at = self.sessions.scan(slot.agent, now)
             return
         seen: set[str] = set()
         new: list[tuple[int, str, str]] = []
@@ -374,59 +384,6 @@ class Daemon:
             log.error("event log: cannot ingest %s: %s", slot.agent.inbox, exc)
         if any(not ignorable(e.name) for e in os.scandir(slot.agent.inbox) if e.is_file()):
             self._wake_slot(slot, now + self.config.settle_seconds)  # files still settling
-
-    def _scan_sessions(self, slot: Slot, now: float) -> None:
-        """The moderator runs no commands: it runs dropped session files, one at a time."""
-        slot.wake_at = None
-        if slot.running is not None or self.running >= self.max_running:
-            return
-        try:
-            names = sorted(e.name for e in os.scandir(slot.agent.inbox) if e.is_file())
-        except FileNotFoundError:
-            return
-        for name in names:
-            if ignorable(name) or not is_session_file(name):
-                continue
-            path = slot.agent.inbox / name
-            try:
-                session = read_session(
-                    self.society, slot.agent, path, settle=self.config.settle_seconds, now=now
-                )
-            except InputFileError as exc:
-                quarantine(slot.agent, path, exc, durable=self.durable)
-                continue
-            except FileNotFoundError:
-                continue
-            if session is None:
-                self._wake_slot(slot, now + self.config.settle_seconds)
-                continue
-            assert self.pool is not None
-            slot.running = name
-            self.running += 1
-            self.pool.submit(self._run_session, slot.agent, session)
-            return
-
-    def _run_session(self, agent: AgentDir, session: Session) -> None:
-        lookup = provider_lookup(self.config, self.providers.get, self.executor.service_for)
-        try:
-            runner = SessionRunner(
-                self.society, session, self.eventlog, lookup, durable=self.durable
-            )
-            runner.run()
-            done = agent.archive / "done" / session.path.name
-            fsio.move(session.path, done, durable=self.durable)
-        except Exception as exc:
-            log.exception("%s: session %s failed", agent.agent_id, session.path.name)
-            error = InputFileError(
-                session.path.name, "(session)", f"the session failed: {exc}", "see the daemon log"
-            )
-            try:
-                quarantine(agent, session.path, error, durable=self.durable)
-            except OSError:
-                log.exception("cannot move %s aside", session.path)
-        finally:
-            self._done.put((agent.agent_id, session.path.name, None, None))
-            self.notify(agent.agent_id)
 
     @staticmethod
     def _wake_slot(slot: Slot, at: float) -> None:

@@ -13,7 +13,10 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agenttalk import fsio
+from agenttalk.config import ServiceConfig
+from agenttalk.discussion.answer import answer_turn
 from agenttalk.errors import ContextLengthError
+from agenttalk.eventlog import EventLog
 from agenttalk.inputs import check_inputs
 from agenttalk.intake import Accepted
 from agenttalk.llm import LLMRequest
@@ -83,6 +86,7 @@ class Executor:
         providers: Providers,
         service_override: str | None = None,
         ledger: Ledger | None = None,
+        eventlog: EventLog | None = None,
     ) -> None:
         self.society = society
         self.providers = providers
@@ -92,6 +96,8 @@ class Executor:
         self.service_override = service_override
         """Run every agent on this service (e.g. `--service dry-run`), whatever its profile says."""
         self.durable = society.config.durability == "safe"
+        self.eventlog = eventlog or EventLog(society.root, durable=self.durable)
+        """Read for discussion turns: the recent public events of the session."""
 
     def run(self, job: Job, profile: AgentProfile) -> Report:
         """Execute `job` (its inputs are ready, or it does not wait for them).
@@ -172,6 +178,22 @@ class Executor:
             record.outcome.error = reason
             return record
         provider = self.providers.get(service_name)
+        if command.discussion is not None:
+            try:
+                with self.llm_slots:
+                    outcome = answer_turn(
+                        provider,
+                        profile,
+                        command.discussion,
+                        self.eventlog,
+                        job.agent.path,
+                        model,
+                        durable=self.durable,
+                    )
+            except ContextLengthError as exc:
+                record.outcome.error = f"{exc}: the discussion prompt does not fit the model"
+                return record
+            return self._used(record, service, command.plan_id, outcome, [])
 
         def ask(contents: list[InputContent]) -> Outcome:
             request = LLMRequest(
@@ -201,9 +223,20 @@ class Executor:
                     "shorten the inputs or use a model with a larger context window"
                 )
                 return record
+        return self._used(record, service, command.plan_id, outcome, contents)
+
+    def _used(
+        self,
+        record: RunRecord,
+        service: ServiceConfig,
+        plan_id: str,
+        outcome: Outcome,
+        contents: list[InputContent],
+    ) -> RunRecord:
+        """Complete `record` with the outcome, its cost, and the inputs it saw; count the usage."""
         usage = outcome.usage
         outcome.cost = service.cost(usage.prompt_tokens, usage.completion_tokens)
-        self.ledger.add(command.plan_id, usage.total_tokens, outcome.cost)
+        self.ledger.add(plan_id, usage.total_tokens, outcome.cost)
         record.inputs = [
             InputRecord(name=c.name, sha256=c.sha256, size=c.size, truncated=c.truncated)
             for c in contents

@@ -115,6 +115,33 @@ def check_output_name(template: str) -> None:
     check_file_name(sample)
 
 
+class DiscussionTurn(BaseModel):
+    """Makes a command a discussion turn: the agent answers from its persona, its own memory and
+    what it may see of the session (never the full history), instead of the generic prompt.
+
+    The moderator writes these; the agent executor answers them (`agenttalk.discussion.answer`).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: Identifier
+    """The discussion session; its event log gives the visible recent events and summary."""
+    turn: Literal["intent", "speech", "vote"]
+    """What is asked: a wish to speak, a speech, or a consensus score (0-100)."""
+    topic: str = Field(min_length=1)
+    phase_name: str
+    phase_type: str
+    round: int = Field(ge=1)
+    """The current round within the phase."""
+    max_rounds: int | None = Field(default=None, ge=1)
+    call_reason: str | None = None
+    """Set when the moderator called on this agent: why."""
+    intended_topic: str | None = None
+    """For a speech: what the agent said it wanted to speak about."""
+    recent_events_limit: int = Field(default=10, ge=1, le=20)
+    """Recent events shown in the prompt (at most 20)."""
+
+
 class Command(BaseModel):
     """An execution command, `cmd_*.json` (seed PR-007, plus timeout, on_failure, output_name)."""
 
@@ -134,6 +161,8 @@ class Command(BaseModel):
     """Seconds to wait for inputs, from arrival; unset means config `default_timeout`."""
     on_complete: OnComplete = Field(default_factory=OnComplete)
     on_failure: OnFailure = Field(default_factory=OnFailure)
+    discussion: DiscussionTurn | None = None
+    """Set on the turns a moderator sends; `prompt` then only describes the turn."""
 
     @model_validator(mode="after")
     def _conditions_need_score(self) -> Command:

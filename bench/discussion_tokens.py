@@ -20,11 +20,10 @@ from typing import Any
 
 import yaml
 
-from agenttalk.discussion.runner import SessionRunner
-from agenttalk.discussion.session import read_session
-from agenttalk.eventlog import EventLog
+from agenttalk.daemon import Daemon
 from agenttalk.llm import LLMRequest
 from agenttalk.llm.fake import FakeProvider
+from agenttalk.llm.registry import Providers
 from agenttalk.society import Society
 
 REPORT_AT = (10, 20, 50, 100, 150, 200)
@@ -125,14 +124,10 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         society = build(Path(tmp), args.turns, args.participants)
-        moderator = society.agent("moderator")
-        session = read_session(
-            society, moderator, moderator.inbox / "session_long.json", settle=0.0
-        )
-        assert session is not None
-        provider = FakeProvider(script)
-        eventlog = EventLog(society.root, durable=False)
-        SessionRunner(society, session, eventlog, lambda p: (provider, "fake"), durable=False).run()
+        providers = Providers(society.config, society.root)
+        providers.install("fake", FakeProvider(script))
+        # The real path: the daemon runs the session; each turn is a command in an inbox.
+        Daemon(society, providers).run(until_idle=True, watch=False)
 
     print(f"{args.participants} participants, {args.turns} speech turns, 150-word speeches")
     print(f"{'turn':>5} {'prompt tokens/request (mean)':>30} {'max':>6} {'full history':>13}")

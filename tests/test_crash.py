@@ -402,3 +402,46 @@ def test_restart_after_a_crash_inside_the_archive_move_finishes_the_move(tmp_pat
     assert not command_file.exists()
     assert_each_ended_once(society, [draft])
     assert_status_agrees(society.root, [draft])
+
+
+def test_a_session_killed_mid_discussion_resumes_and_ends_every_turn_once(tmp_path: Path) -> None:
+    from test_sessions import NAMES, SESSION, debate_society, decision_lines, drop_session, reply
+
+    root = tmp_path / "society"
+    society = debate_society(root, CONFIG)
+    drop_session(society)
+    moderator = society.agent("moderator")
+    out = moderator.outbox / SESSION
+    log = tmp_path / "daemon.log"
+
+    def steps() -> int:
+        return len(decision_lines(society)) if (out / "decisions.jsonl").exists() else 0
+
+    with LoopbackLLM(default=lambda body: reply(body["messages"]), delay=0.01) as llm:
+        for at in (6, 14, 22):
+            with daemon(root, llm, log) as proc:
+                wait_until(lambda at=at: steps() >= at, timeout=60)
+                kill(proc)
+        run_until_idle(root, llm, log, timeout=120)
+
+    lines = decision_lines(society)
+    assert [line["step"] for line in lines] == list(range(1, len(lines) + 1))
+    assert lines[-1]["decision"]["action"] == "END_DISCUSSION"
+    assert read_json(out / "progress.json")["state"] == "done"
+    assert (out / "transcript.md").is_file()
+    assert (moderator.archive / "done" / "session_remote_work.json").is_file()
+    answers = Counter(p.name for p in (moderator.inbox / SESSION).iterdir())
+    for agent_id in NAMES:
+        agent = society.agent(agent_id)
+        done = [p.name for p in (agent.archive / "done" / SESSION).iterdir()]
+        assert all(re.fullmatch(r"s\d{4}_(intent|speech|vote)\.json", n) for n in done), done
+        assert not list(agent.inbox.glob("cmd_*.json"))
+        for name in done:
+            assert answers[name.replace(".json", f"_from_{agent_id}.json")] == 1
+    events_path = root / "agents" / "event_log" / "outbox" / f"{SESSION}.jsonl"
+    events = [json.loads(line) for line in events_path.read_text().splitlines()]
+    sequences = [e["sequence"] for e in events]
+    assert sequences == sorted(set(sequences))
+    assert len({e["event_id"] for e in events}) == len(events)
+    speeches = lines[-1]["state"]["total_rounds"]  # the state counts each speech once
+    assert speeches and sum(1 for e in events if e["type"] == "SPEECH") == speeches

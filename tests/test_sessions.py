@@ -8,14 +8,21 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from conftest import make_daemon, make_society, read_json, write_json
+from conftest import (
+    make_daemon,
+    make_society,
+    read_json,
+    running_daemon,
+    wait_until,
+    write_json,
+)
 
 from agenttalk.daemon import Daemon
 from agenttalk.llm import LLMRequest
 from agenttalk.llm.fake import FakeProvider
 from agenttalk.llm.loopback import LoopbackLLM
 from agenttalk.moderator import builtin_scenario
-from agenttalk.society import Society
+from agenttalk.society import CommandKey, Society
 from agenttalk.status import agent_status, render_text
 
 NAMES = ("alice", "bob", "carol", "dave")
@@ -85,6 +92,12 @@ def reply(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "SPEECH", "content": f"{name} makes point {len(text) % 97}.", "tone": "calm"}
 
 
+def speaker(request: LLMRequest) -> str:
+    match = _NAME_RE.search(request.messages[0]["content"])
+    assert match, "the system prompt names no agent"
+    return match.group(1)
+
+
 def outbox(society: Society) -> Path:
     return society.agent("moderator").outbox / SESSION
 
@@ -126,6 +139,23 @@ def test_debate_over_loopback_ends_with_a_complete_log_and_bounded_private_promp
     types = {json.loads(line)["type"] for line in log.read_text().splitlines()}
     assert types == {"INTENT", "SPEECH", "SUMMARY", "VOTE", "SYSTEM"}
 
+    # Every turn was an ordinary command: archived, audited, its answer routed to the moderator.
+    answers = sorted(p.name for p in (moderator.inbox / SESSION).iterdir())
+    turns = 0
+    for agent_id in NAMES:
+        agent = society.agent(agent_id)
+        done = sorted(p.stem for p in (agent.archive / "done" / SESSION).iterdir())
+        assert done and all(re.fullmatch(r"s\d{4}_(intent|speech|vote)", c) for c in done)
+        assert {c.split("_")[1] for c in done} == {"intent", "speech", "vote"}
+        for command_id in done:
+            audit = read_json(agent.audit_dir(CommandKey(SESSION, command_id)) / "audit.json")
+            assert audit["command"]["discussion"]["turn"] == command_id.split("_")[1]
+            assert audit["routing"]["targets"] == ["moderator"]
+            assert f"{command_id}_from_{agent_id}.json" in answers
+        turns += len(done)
+    assert len(answers) == turns
+    assert len(requests) == turns  # one request per turn: nothing was asked twice
+
     assert len(requests) > 100
     own_secret_seen = set()
     for messages in requests:
@@ -145,11 +175,13 @@ def test_debate_over_loopback_ends_with_a_complete_log_and_bounded_private_promp
 def test_replaying_a_session_with_the_same_replies_gives_identical_decisions(
     tmp_path: Path,
 ) -> None:
-    replies: list[str] = []
+    # Participants answer their turns in parallel, so the same replies means the same replies
+    # per agent, in that agent's order.
+    replies: dict[str, list[dict[str, Any]]] = {}
 
     def record(request: LLMRequest) -> dict[str, Any]:
         answer = reply(request.messages)
-        replies.append(json.dumps(answer))
+        replies.setdefault(speaker(request), []).append(answer)
         return answer
 
     first = debate_society(tmp_path / "first")
@@ -159,10 +191,12 @@ def test_replaying_a_session_with_the_same_replies_gives_identical_decisions(
     make_daemon(first, FakeProvider(record)).run(until_idle=True, watch=False)
     second = debate_society(tmp_path / "second")
     drop_session(second)
-    replay = FakeProvider(list(replies))
+    queues = {agent: list(answers) for agent, answers in replies.items()}
+    replay = FakeProvider(lambda request: queues[speaker(request)].pop(0))
     make_daemon(second, replay).run(until_idle=True, watch=False)
 
-    assert len(replay.history) == len(replies)
+    assert len(replay.history) == sum(len(answers) for answers in replies.values())
+    assert not any(queues.values())
     one = (outbox(first) / "decisions.jsonl").read_bytes()
     two = (outbox(second) / "decisions.jsonl").read_bytes()
     assert one and one == two
@@ -209,3 +243,88 @@ def test_a_session_with_a_bad_scenario_names_the_scenario_field(tmp_path: Path) 
 
     (record,) = (society.agent("moderator").archive / "bad").glob("*.error.json")
     assert read_json(record)["field"].startswith("scenario.flow.phases.0")
+
+
+def event_log_lines(root: Path) -> list[dict[str, Any]]:
+    log = root / "agents" / "event_log" / "outbox" / f"{SESSION}.jsonl"
+    return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_stopped_session_resumes_and_ends_as_if_never_stopped(tmp_path: Path) -> None:
+    whole = debate_society(tmp_path / "whole")
+    drop_session(whole)
+    straight = FakeProvider(lambda request: reply(request.messages))
+    make_daemon(whole, straight).run(until_idle=True, watch=False)
+
+    cut = debate_society(tmp_path / "cut")
+    session_file = drop_session(cut)
+    first = FakeProvider(lambda request: reply(request.messages))
+    with running_daemon(make_daemon(cut, first)):
+        wait_until(lambda: len(decision_lines(cut)) >= 12 if outbox(cut).exists() else False)
+    progress = read_json(outbox(cut) / "progress.json")
+    assert progress["state"] == "running"
+    assert session_file.exists(), "a stopped session keeps its file, to resume"
+    second = FakeProvider(lambda request: reply(request.messages))
+    make_daemon(cut, second).run(until_idle=True, watch=False)
+
+    assert read_json(outbox(cut) / "progress.json")["state"] == "done"
+    assert (outbox(cut) / "decisions.jsonl").read_bytes() == (
+        outbox(whole) / "decisions.jsonl"
+    ).read_bytes()
+    assert (outbox(cut) / "transcript.md").read_text() == (
+        outbox(whole) / "transcript.md"
+    ).read_text()
+    assert len(first.history) + len(second.history) == len(straight.history)  # none asked twice
+    events = event_log_lines(tmp_path / "cut")
+    assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
+    assert len({e["event_id"] for e in events}) == len(events)
+    assert [e["content"] for e in events] == [
+        e["content"] for e in event_log_lines(tmp_path / "whole")
+    ]
+
+
+def test_a_moderator_llm_only_phrases_lines_and_never_changes_a_decision(tmp_path: Path) -> None:
+    # The voiced lines reach the agents' prompts, so replay the participants' own replies.
+    replies: dict[str, list[dict[str, Any]]] = {}
+
+    def record(request: LLMRequest) -> dict[str, Any]:
+        answer = reply(request.messages)
+        replies.setdefault(speaker(request), []).append(answer)
+        return answer
+
+    plain = debate_society(tmp_path / "plain")
+    drop_session(plain)
+    make_daemon(plain, FakeProvider(record)).run(until_idle=True, watch=False)
+
+    voiced = debate_society(tmp_path / "voiced")
+    write_json(
+        voiced.agent("moderator").profile_path,
+        {
+            "agent_id": "moderator",
+            "name": "Moderator",
+            "kind": "moderator",
+            "llm": {"service": "fake"},
+        },
+    )
+    drop_session(voiced)
+    asked: list[str] = []
+
+    def answer(request: LLMRequest) -> dict[str, Any]:
+        system = request.messages[0]["content"]
+        if system.startswith("You are the voice of a discussion's moderator"):
+            asked.append(request.messages[1]["content"])
+            return {"text": f"Voiced line {len(asked)}."}
+        return replies[speaker(request)].pop(0)
+
+    make_daemon(voiced, FakeProvider(answer)).run(until_idle=True, watch=False)
+
+    assert (outbox(voiced) / "decisions.jsonl").read_bytes() == (
+        outbox(plain) / "decisions.jsonl"
+    ).read_bytes()
+    summaries = [e for e in event_log_lines(tmp_path / "voiced") if e["type"] == "SUMMARY"]
+    assert summaries and all(e["content"].startswith("Voiced line") for e in summaries)
+    assert any("What was said" in text for text in asked)  # a summary sees the speeches
+    transcript = (outbox(voiced) / "transcript.md").read_text()
+    assert "Voiced line 1." in transcript and "Welcome." not in transcript
+    cached = (outbox(voiced) / "voice.jsonl").read_text().splitlines()
+    assert len(cached) == len(asked)

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agenttalk import fsio
 from agenttalk.discussion.context import DEFAULT_RECENT_EVENTS, MAX_RECENT_EVENTS
 from agenttalk.errors import ConfigError, InputFileError, ScenarioError
 from agenttalk.events import SessionId
@@ -65,6 +66,11 @@ class Session:
     scenario: Scenario
     profiles: dict[str, AgentProfile]
     factions: dict[str, str]
+    sha256: str
+    """Of the session file: a restart resumes the session only if the file is the same."""
+    progress: str | None = None
+    """None for a new session; `running` to resume one cut short; `done` if it has ended and
+    only archiving its file was left."""
 
 
 def read_session(
@@ -89,13 +95,8 @@ def read_session(
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
         problem = "unknown field" if err["type"] == "extra_forbidden" else err["msg"]
         raise InputFileError(name, field, problem, SESSION_HINT) from exc
-    if (moderator.outbox / spec.session_id).exists():
-        raise InputFileError(
-            name,
-            "session_id",
-            f"session {spec.session_id!r} has already run (outbox/{spec.session_id}/ exists)",
-            "give the session a new session_id",
-        )
+    sha256 = fsio.sha256_bytes(data)
+    progress = _progress(moderator, name, spec.session_id, sha256)
     try:
         scenario = load_scenario(spec.scenario).with_overrides(
             intervention_level=spec.intervention_level, max_steps=spec.max_steps
@@ -112,7 +113,28 @@ def read_session(
         for agent_id, p in profiles.items()
         if p.stance is not None and p.stance.faction_id in known
     }
-    return Session(path, spec, scenario, profiles, factions)
+    return Session(path, spec, scenario, profiles, factions, sha256, progress)
+
+
+def _progress(moderator: AgentDir, file: str, session_id: str, sha256: str) -> str | None:
+    """Where this session file got to before a restart (None: it has not started)."""
+    out = moderator.outbox / session_id
+    if not out.exists():
+        return None
+    try:
+        progress = fsio.read_json(out / "progress.json")
+    except FileNotFoundError:
+        return "running"  # cut short before its first step
+    except (OSError, ValueError):
+        progress = {}
+    if not isinstance(progress, dict) or progress.get("session_sha256") != sha256:
+        raise InputFileError(
+            file,
+            "session_id",
+            f"session {session_id!r} already exists (outbox/{session_id}/) for another file",
+            "give the session a new session_id",
+        )
+    return "done" if progress.get("state") == "done" else "running"
 
 
 def _participant(society: Society, file: str, agent_id: str) -> AgentProfile:

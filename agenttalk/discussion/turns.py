@@ -82,6 +82,14 @@ class IntentTurn(BaseModel):
     """What the agent should remember of this turn (the caller adds and saves it)."""
 
 
+class NoSpeech(LLMError):
+    """No usable speech came back after the repairs; `outcome` holds every attempt."""
+
+    def __init__(self, agent_id: str, outcome: Outcome) -> None:
+        super().__init__(f"{agent_id}: no usable speech: {outcome.error}")
+        self.outcome = outcome
+
+
 class SpeechTurn(BaseModel):
     speech: Speech
     messages: list[dict[str, str]]
@@ -196,7 +204,7 @@ def generate_speech(
 ) -> SpeechTurn:
     """The agent's speech, once the moderator has given it the floor.
 
-    Raises `LLMError` when no usable speech came back after the repairs.
+    Raises `NoSpeech` (an `LLMError`) when no usable speech came back after the repairs.
     """
     task = "## Your task\nThe moderator has given you the floor."
     if intended_topic:
@@ -206,7 +214,7 @@ def generate_speech(
     request = _request(profile, messages, model, SPEECH_TEMPERATURE, SPEECH_MAX_TOKENS)
     outcome = ask_json(provider, request, SPEECH_SCHEMA, instructions=SPEECH_FORMAT)
     if outcome.status != "ok" or outcome.reply is None:
-        raise LLMError(f"{profile.agent_id}: no usable speech: {outcome.error}")
+        raise NoSpeech(profile.agent_id, outcome)
     speech = normalise_speech(profile.agent_id, outcome.reply)
     return SpeechTurn(
         speech=speech,
