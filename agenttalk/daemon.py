@@ -253,6 +253,7 @@ class Daemon:
             return
         slot = self._slot(agent_id)
         self._load_profile(slot)
+        slot.wake_at = None  # each branch sets it again if it needs another look
         if slot.profile is not None and slot.profile.kind == "event_log":
             self._ingest_events(slot, now)
             return
@@ -261,7 +262,6 @@ class Daemon:
             return
         seen: set[str] = set()
         new: list[tuple[int, str, str]] = []
-        slot.wake_at = None
         try:
             entries = list(os.scandir(slot.agent.inbox))
         except FileNotFoundError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from conftest import drop_command, make_daemon, make_society, write_json
@@ -41,3 +42,20 @@ def test_the_daemon_appends_dropped_event_files_and_runs_nothing_for_the_log(
     bad = list((society.agent("event_log").archive / "bad").glob("*002.json.error.json"))
     assert len(bad) == 1
     assert len(fake.history) == 1  # only alice's command called the LLM
+
+
+def test_a_file_event_in_the_log_inbox_does_not_keep_the_daemon_busy(tmp_path: Path) -> None:
+    society = make_society(tmp_path, agents=["alice"])
+    EventLog(tmp_path).ensure_agent()
+    daemon = make_daemon(society, FakeProvider())
+    # A file event marks the agent for a second look shortly after; the log's scan must clear
+    # that mark, or the loop spins and `--until-idle` never returns.
+    daemon.notify("event_log")
+    thread = threading.Thread(target=daemon.run, kwargs={"until_idle": True, "watch": False})
+    thread.start()
+    thread.join(timeout=20)
+    if thread.is_alive():
+        daemon.stop()
+        thread.join(timeout=10)
+        raise AssertionError("the daemon never became idle")
+    assert daemon.slots["event_log"].wake_at is None
