@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from machine import print_machine
 
 from agenttalk.discussion.runner import SessionRunner
 from agenttalk.discussion.session import read_session
@@ -134,6 +135,7 @@ def main() -> None:
         eventlog = EventLog(society.root, durable=False)
         SessionRunner(society, session, eventlog, lambda p: (provider, "fake"), durable=False).run()
 
+    print_machine()
     print(f"{args.participants} participants, {args.turns} speech turns, 150-word speeches")
     print(f"{'turn':>5} {'prompt tokens/request (mean)':>30} {'max':>6} {'full history':>13}")
     for t in REPORT_AT:
