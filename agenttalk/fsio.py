@@ -136,24 +136,59 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def sweep_temporaries(folder: Path) -> None:
+SWEPT = ("inbox", ".agenttalk", "archive/bad")
+"""Where in an agent's folder writes happen outside a command's own audit folder, swept with
+their subfolders (all shallow); the agent's folder and its outbox (the event log) are swept
+without. The outbox's plan folders and the archive grow with every finished command and are
+not walked: a command's audit folder is swept when the command runs again, which a crash while
+writing there always leads to."""
+
+
+def sweep_temporaries(agents_dir: Path) -> None:
     """Remove the temporary files of writers that were killed mid-write (run before any work).
 
     A live pid other than ours may be writing now (`agenttalk send`); ours is a pid reused after
     a restart (as in a container), since this runs before this daemon writes anything.
     """
+    try:
+        with os.scandir(agents_dir) as it:
+            agents = [e.path for e in it if e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return
+    for agent in agents:
+        sweep_folder(agent, recursive=False)
+        sweep_folder(os.path.join(agent, "outbox"), recursive=False)
+        for sub in SWEPT:
+            sweep_folder(os.path.join(agent, sub))
+
+
+def sweep_folder(folder: str | Path, *, recursive: bool = True) -> None:
+    """Remove the temporaries of dead writers in `folder` (and its subfolders if `recursive`).
+
+    Call it only when no thread of this process writes there (see `sweep_temporaries`).
+    """
     me = os.getpid()
-    for parent, _dirs, names in os.walk(folder):
-        for name in names:
-            match = _TEMPORARY.fullmatch(name)
+    stack = [os.fspath(folder)]
+    while stack:
+        parent = stack.pop()
+        try:
+            with os.scandir(parent) as it:
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if recursive:
+                    stack.append(entry.path)
+                continue
+            match = _TEMPORARY.fullmatch(entry.name)
             if match is None:
                 continue
             pid = int(match.group(1))
             if pid != me and pid_alive(pid):
                 continue  # being written right now
-            path = os.path.join(parent, name)
             try:
-                os.unlink(path)
+                os.unlink(entry.path)
             except OSError:
                 continue
-            log.info("removed %s, left by a writer that was stopped mid-write", path)
+            log.info("removed %s, left by a writer that was stopped mid-write", entry.path)
