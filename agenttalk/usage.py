@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import threading
 from collections import defaultdict
@@ -34,10 +35,16 @@ class Totals(BaseModel):
         self.latency_s += sum(float(a.get("latency_s") or 0) for a in llm.get("attempts") or [])
 
 
-def audits(society: Society) -> Iterator[dict[str, Any]]:
-    """Every audit record in the society (outbox/<plan>/<command>/audit.json)."""
+def _limits(limit: Limit) -> bool:
+    return limit.max_tokens is not None or limit.max_cost is not None
+
+
+def audits(society: Society, plans: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Every audit record in the society (outbox/<plan>/<command>/audit.json), or of `plans`."""
+    patterns = [f"{glob.escape(p)}/*/audit.json" for p in plans] if plans else ["*/*/audit.json"]
     for agent_id in society.agent_ids():
-        for path in sorted(society.agent(agent_id).outbox.glob("*/*/audit.json")):
+        outbox = society.agent(agent_id).outbox
+        for path in sorted(p for pattern in patterns for p in outbox.glob(pattern)):
             try:
                 record = json.loads(path.read_bytes())
             except (OSError, ValueError):
@@ -89,8 +96,21 @@ class Ledger:
 
     @classmethod
     def from_audits(cls, society: Society) -> Ledger:
-        ledger = cls(society.config.budget)
-        for record in audits(society):
+        """The spend so far, read from the audits only where a limit needs it.
+
+        Reading every audit costs seconds at 100,000 finished commands, at every start: without
+        a global limit only the plans with limits are read, without any limit nothing.
+        """
+        budget = society.config.budget
+        ledger = cls(budget)
+        if budget.max_tokens is not None or budget.max_cost is not None:
+            records = audits(society)
+        else:
+            limited = [p for p, limit in budget.plans.items() if _limits(limit)]
+            if not limited:
+                return ledger
+            records = audits(society, plans=limited)
+        for record in records:
             llm = record.get("llm")
             if isinstance(llm, dict):
                 usage = llm.get("usage") or {}
