@@ -23,6 +23,32 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def make_dirs(path: Path, *, durable: bool) -> None:
+    """`mkdir -p`; with `durable`, each folder made is fsynced into its parent.
+
+    A file fsynced into a new folder is not durable until the folder's own entry is: a crash
+    could otherwise take the folder, and the file with it.
+    """
+    created: list[Path] = []
+    todo = [path]
+    while todo:
+        folder = todo[-1]
+        try:
+            os.mkdir(folder)
+        except FileNotFoundError:
+            todo.append(folder.parent)
+            continue
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+        else:
+            created.append(folder)
+        todo.pop()
+    if durable:
+        for parent in dict.fromkeys(folder.parent for folder in created):
+            fsync_dir(parent)
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write `data` to `path` so readers see the old file or the whole new one, never a part.
 
@@ -33,7 +59,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
     try:
         fd = os.open(tmp, flags, 0o644)
     except FileNotFoundError:  # create folders only when missing: mkdir is not free
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent, durable=durable)
         fd = os.open(tmp, flags, 0o644)
     try:
         view = memoryview(data)
@@ -77,7 +103,7 @@ def move(src: Path, dst: Path, *, durable: bool = True) -> Path:
         final = dst.with_name(f"{dst.stem}.{n}{dst.suffix}")
         n += 1
     if not final.parent.is_dir():
-        final.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(final.parent, durable=durable)
     try:
         os.link(src, final, follow_symlinks=False)
     except (FileNotFoundError, FileExistsError):
@@ -111,9 +137,11 @@ def link_or_copy(src: Path, dst: Path, *, durable: bool = True) -> None:
         try:
             os.link(src, dst)
         except FileNotFoundError:
-            dst.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(dst.parent, durable=durable)
             os.link(src, dst)
     except FileExistsError:
+        if durable:  # made by an attempt that crashed, maybe before its folder was fsynced
+            fsync_dir(dst.parent)
         return
     except OSError:  # another filesystem, or links not supported
         atomic_write_bytes(dst, src.read_bytes(), durable=durable)
