@@ -164,16 +164,14 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-SWEPT = ("inbox", ".agenttalk", "archive/bad")
-"""Where in an agent's folder writes happen outside a command's own audit folder, swept with
-their subfolders (all shallow); the agent's folder and its outbox (the event log) are swept
-without. The outbox's plan folders and the archive grow with every finished command and are
-not walked: a command's audit folder is swept when the command runs again, which a crash while
-writing there always leads to."""
-
-
 def sweep_temporaries(agents_dir: Path) -> None:
     """Remove the temporary files of writers that were killed mid-write (run before any work).
+
+    Only where writes happen outside a command's own audit folder: the agent's folder and its
+    outbox (the event log) without subfolders; its inbox, bookkeeping and bad files with theirs
+    (all shallow). The outbox's plan folders and the archive grow with every finished command
+    and are not walked: a command's audit folder is swept when the command runs again, which a
+    crash while writing there always leads to.
 
     A live pid other than ours may be writing now (`agenttalk send`); ours is a pid reused after
     a restart (as in a container), since this runs before this daemon writes anything.
@@ -184,19 +182,26 @@ def sweep_temporaries(agents_dir: Path) -> None:
     except FileNotFoundError:
         return
     for agent in agents:
-        sweep_folder(agent, recursive=False)
-        sweep_folder(os.path.join(agent, "outbox"), recursive=False)
-        for sub in SWEPT:
-            sweep_folder(os.path.join(agent, sub))
+        # The agent folder's listing says which subfolders exist: no failed look per agent.
+        for sub in sweep_folder(agent, recursive=False):
+            if sub in ("inbox", ".agenttalk"):
+                sweep_folder(os.path.join(agent, sub))
+            elif sub == "outbox":
+                sweep_folder(os.path.join(agent, sub), recursive=False)
+            elif sub == "archive":
+                sweep_folder(os.path.join(agent, sub, "bad"))
 
 
-def sweep_folder(folder: str | Path, *, recursive: bool = True) -> None:
+def sweep_folder(folder: str | Path, *, recursive: bool = True) -> list[str]:
     """Remove the temporaries of dead writers in `folder` (and its subfolders if `recursive`).
 
     Call it only when no thread of this process writes there (see `sweep_temporaries`).
+    Returns the names of the subfolders of `folder` itself.
     """
     me = os.getpid()
-    stack = [os.fspath(folder)]
+    top = os.fspath(folder)
+    subfolders: list[str] = []
+    stack = [top]
     while stack:
         parent = stack.pop()
         try:
@@ -206,6 +211,8 @@ def sweep_folder(folder: str | Path, *, recursive: bool = True) -> None:
             continue
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
+                if parent == top:
+                    subfolders.append(entry.name)
                 if recursive:
                     stack.append(entry.path)
                 continue
@@ -220,3 +227,4 @@ def sweep_folder(folder: str | Path, *, recursive: bool = True) -> None:
             except OSError:
                 continue
             log.info("removed %s, left by a writer that was stopped mid-write", entry.path)
+    return subfolders
