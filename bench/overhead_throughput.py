@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/overhead_throughput.py [--agents 20] [--per-agent 25]
                                                   [--concurrency 8] [--durability safe fast]
+                                                  [--repeat 3] [--quick]
 
 For each durability setting: builds a society in a temporary folder, starts a loopback
 OpenAI-compatible server (its own process, no delay) and the daemon (`agenttalk run`, its own
@@ -128,7 +129,10 @@ def main() -> None:
         "--durability", nargs="+", choices=["safe", "fast"], default=["safe", "fast"]
     )
     parser.add_argument("--repeat", type=int, default=3, help="runs per setting (best is shown)")
+    parser.add_argument("--quick", action="store_true", help="one run of 200 commands a setting")
     args = parser.parse_args()
+    if args.quick:
+        args.per_agent, args.repeat = 10, 1
     print_machine()
     server = subprocess.Popen(
         [sys.executable, "-m", "agenttalk.llm.loopback"],

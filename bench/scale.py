@@ -4,8 +4,9 @@
                                     [--root DIR]
 
 Writes the society straight into the on-disk layout the daemon uses (profiles, archived command
-files, audit records, delivered messages and their copies in `sent/`), then starts the real
-daemon (`agenttalk run -v`, its own process) against a loopback LLM and measures:
+files, audit records, delivered messages and their copies in `sent/`, one input in a plan folder
+of every inbox), then starts the real daemon (`agenttalk run -v`, its own process) against a
+loopback LLM and measures:
 
 - start-up: from launch until a command dropped in the agent scanned last (`zz_probe`, right
   after launch) is archived, and the daemon's own "ready" line (first full scan done);
@@ -62,7 +63,11 @@ def generate(root: Path, agents: int, finished: int, base_url: str) -> None:
     for a in range(agents):
         agent_id = f"agent_{a:05d}"
         folder = agents_dir / agent_id
-        os.makedirs(folder / "inbox")
+        # An input delivered for a plan, as a neighbour's message leaves it: a watched folder.
+        neighbour = f"agent_{(a + 1) % agents:05d}"
+        received = folder / "inbox" / f"plan_{a % PLANS:02d}"
+        os.makedirs(received)
+        write(str(received / f"c0000_from_{neighbour}.json"), b'{"text": "an input"}')
         profile = {"agent_id": agent_id, "name": agent_id, "prompt": "You answer briefly."}
         write(str(folder / "agent_profile.json"), json.dumps(profile).encode())
         made: set[str] = set()
@@ -251,7 +256,7 @@ def main() -> None:
     print_machine()
     with LoopbackLLM() as llm, tempfile.TemporaryDirectory(prefix="agenttalk-scale-") as tmp:
         root = args.root or Path(tmp)
-        marker = root / f".generated-{args.agents}-{args.finished}"
+        marker = root / f".generated-v2-{args.agents}-{args.finished}"
         if not marker.exists():
             if root.exists() and args.root is not None:
                 shutil.rmtree(root / "agents", ignore_errors=True)
