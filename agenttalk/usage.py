@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import glob
 import json
+import os
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
@@ -39,18 +39,31 @@ def _limits(limit: Limit) -> bool:
     return limit.max_tokens is not None or limit.max_cost is not None
 
 
+def _subfolders(folder: str) -> list[str]:
+    try:
+        with os.scandir(folder) as it:
+            return sorted(e.path for e in it if e.is_dir(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
 def audits(society: Society, plans: list[str] | None = None) -> Iterator[dict[str, Any]]:
     """Every audit record in the society (outbox/<plan>/<command>/audit.json), or of `plans`."""
-    patterns = [f"{glob.escape(p)}/*/audit.json" for p in plans] if plans else ["*/*/audit.json"]
     for agent_id in society.agent_ids():
-        outbox = society.agent(agent_id).outbox
-        for path in sorted(p for pattern in patterns for p in outbox.glob(pattern)):
-            try:
-                record = json.loads(path.read_bytes())
-            except (OSError, ValueError):
-                continue
-            if isinstance(record, dict):
-                yield record
+        outbox = str(society.agent(agent_id).outbox)
+        if plans is None:
+            plan_folders = _subfolders(outbox)
+        else:
+            plan_folders = [os.path.join(outbox, p) for p in plans]
+        for plan_folder in plan_folders:
+            for command_folder in _subfolders(plan_folder):
+                try:
+                    with open(os.path.join(command_folder, "audit.json"), "rb") as f:
+                        record = json.loads(f.read())
+                except (OSError, ValueError):
+                    continue
+                if isinstance(record, dict):
+                    yield record
 
 
 class UsageReport(BaseModel):
