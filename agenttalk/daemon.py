@@ -150,8 +150,8 @@ class Daemon:
             ready, self._ready = self._ready - dirty, set()
             self._dispatch(sorted(ready), now)
             for agent_id in evented & self.slots.keys():
-                # watchdog may hold a rename's event back (up to 0.5 s, to pair moves); the
-                # event of the temporary file before it woke us, so look again shortly.
+                # The watchdog fallback may hold a rename's event back (up to 0.5 s, to pair
+                # moves); the event of the temporary file before it woke us: look again shortly.
                 self._wake_slot(self.slots[agent_id], now + RELOOK_SECONDS)
             waits = [s.wake_at for s in self.slots.values() if s.wake_at is not None]
             if until_idle and self.running == 0 and not self._has_work(now):

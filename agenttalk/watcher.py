@@ -72,7 +72,12 @@ class InboxWatcher:
         self._lock = threading.Lock()
         self._stopping = False
         self._warned = False
-        self._inotify = inotify.Inotify() if use_inotify and inotify.available() else None
+        self._inotify: inotify.Inotify | None = None
+        if use_inotify and inotify.available():
+            try:
+                self._inotify = inotify.Inotify()
+            except OSError as exc:  # e.g. fs.inotify.max_user_instances reached
+                log.warning("cannot use inotify (%s); using watchdog instead", exc)
         self._thread: threading.Thread | None = None
         self._observer: BaseObserver | None = None
 
@@ -80,7 +85,14 @@ class InboxWatcher:
         if self._inotify is None:
             self._observer = Observer()
             handler = _Handler(self.agents_dir, self.notify)
-            self._observer.schedule(handler, self.agents_dir, recursive=True, event_filter=EVENTS)
+            try:
+                self._observer.schedule(
+                    handler, self.agents_dir, recursive=True, event_filter=EVENTS
+                )
+            except OSError as exc:
+                log.warning("cannot watch %s (%s); relying on the rescan", self.agents_dir, exc)
+                self._observer = None
+                return
             self._observer.start()
             return
         self._add(_Watch("root", "", self.agents_dir))
