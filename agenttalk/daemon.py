@@ -83,6 +83,8 @@ class Daemon:
         self.pool: ThreadPoolExecutor | None = None
         self.watcher: InboxWatcher | None = None
         self._ready_logged = False
+        self._preloaded: dict[str, tuple[tuple[int, int], AgentProfile]] = {}
+        """Profiles `prepare` loaded, by agent, with their (size, mtime_ns) then."""
 
     # -- public --------------------------------------------------------------------------------
 
@@ -107,11 +109,14 @@ class Daemon:
         if not names:
             names.add(default_service(self.config))
             for agent_id in self.society.agent_ids():
-                if self.society.agent(agent_id).profile_path.exists():
-                    try:
-                        names.add(select_service(self.config, self.society.load_profile(agent_id)))
-                    except ConfigError:
-                        continue  # reported when the agent is scanned; its commands wait
+                try:
+                    st = self.society.agent(agent_id).profile_path.stat()
+                    profile = self.society.load_profile(agent_id)
+                    # kept for the first scan: loading 10,000 profiles twice costs a second
+                    self._preloaded[agent_id] = ((st.st_size, st.st_mtime_ns), profile)
+                    names.add(select_service(self.config, profile))
+                except (OSError, ConfigError):
+                    continue  # reported when the agent is scanned; its commands wait
         for name in sorted(names):
             self.providers.get(name)
 
@@ -343,8 +348,12 @@ class Daemon:
         if sig == slot.profile_sig:
             return
         slot.profile_sig = sig
+        preloaded = self._preloaded.pop(slot.agent.agent_id, None)
         try:
-            profile = self.society.load_profile(slot.agent.agent_id)
+            if preloaded is not None and preloaded[0] == sig:
+                profile = preloaded[1]
+            else:
+                profile = self.society.load_profile(slot.agent.agent_id)
             slot.service = self.executor.service_for(profile) if profile.kind == "llm" else None
             slot.profile, slot.profile_error = profile, None
         except ConfigError as exc:

@@ -1,4 +1,4 @@
-"""The heartbeat rescan skips inboxes that did not change, and still finds every new command."""
+"""Cheaper scans keep their answers: quiet inboxes skipped, profiles loaded once at start."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from conftest import drop_command, make_daemon, make_society, wait_until
+from conftest import drop_command, make_daemon, make_society, profile_for, wait_until, write_json
 
 from agenttalk.llm.fake import FakeProvider
 from agenttalk.society import CommandKey
@@ -34,3 +34,16 @@ def test_a_command_dropped_into_a_quiet_inbox_is_found_by_the_rescan(tmp_path: P
         daemon.stop()
         thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+def test_a_profile_edited_after_prepare_is_read_again(tmp_path: Path) -> None:
+    society = make_society(tmp_path, agents=["alice"])
+    provider = FakeProvider()
+    daemon = make_daemon(society, provider)
+    daemon.prepare()  # loads alice's profile once, for the first scan to reuse
+    edited = profile_for("alice", prompt="You are alice. You now answer in rhymes.")
+    write_json(society.agent("alice").profile_path, edited)
+    drop_command(society, "alice", {"command_id": "c1", "plan_id": "p", "prompt": "Hi."})
+    daemon.run(until_idle=True, watch=False)
+    assert len(provider.history) == 1
+    assert "answer in rhymes" in provider.history[0].messages[0]["content"]
