@@ -234,8 +234,8 @@ class Daemon:
         profile = slot.profile_file if slot else str(self.society.agent(agent_id).profile_path)
         try:
             st = os.stat(profile)
-        except (FileNotFoundError, NotADirectoryError):
-            return  # not an agent (yet), or not any more
+        except OSError:
+            return  # not an agent (yet, or any more), or a folder we may not look into
         if not stat.S_ISREG(st.st_mode):
             return
         slot = slot or self._slot(agent_id)

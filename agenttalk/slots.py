@@ -55,8 +55,8 @@ def inbox_unchanged(slot: Slot, now: float) -> bool:
     """
     try:
         st = os.stat(slot.inbox_dir)
-    except FileNotFoundError:
-        return False
+    except OSError:
+        return False  # let the listing meet (and report) the problem
     quiet = not slot.pending and slot.running is None and slot.wake_at is None
     if quiet and slot.inbox_mtime == st.st_mtime_ns:
         return True
