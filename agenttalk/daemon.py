@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import stat
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from agenttalk import fsio
@@ -26,40 +26,13 @@ from agenttalk.intake import Accepted, ignorable, is_candidate, quarantine, read
 from agenttalk.llm.registry import Providers
 from agenttalk.llm.selection import default_service, select_service
 from agenttalk.models import AgentProfile
+from agenttalk.slots import Pending, Slot, inbox_unchanged
 from agenttalk.society import USER_AGENT, AgentDir, CommandKey, Society
 from agenttalk.watcher import InboxWatcher
 
 log = logging.getLogger(__name__)
 
 RELOOK_SECONDS = 0.02
-
-
-@dataclass
-class Pending:
-    accepted: Accepted
-    arrived_at: float
-    """The file's ctime: timeouts count from it, also across restarts."""
-    seq: int
-    """Order in which the daemon noticed the command (ties within one scan: ctime, then name)."""
-    not_before: float = 0.0
-    """After an internal error, the command is not retried before this time."""
-
-
-@dataclass
-class Slot:
-    """What the daemon knows of one agent."""
-
-    agent: AgentDir
-    pending: dict[str, Pending] = field(default_factory=dict)
-    running: str | None = None
-    """File name of the command running now (one per agent)."""
-    profile: AgentProfile | None = None
-    profile_sig: tuple[int, int] | None = None
-    profile_error: str | None = None
-    service: str | None = None
-    """The LLM service this agent's commands use."""
-    wake_at: float | None = None
-    """Earliest time something of this agent needs a look (timeout, settling file)."""
 
 
 class _Leftover(Exception):
@@ -116,6 +89,9 @@ class Daemon:
         )
         self.pool: ThreadPoolExecutor | None = None
         self.watcher: InboxWatcher | None = None
+        self._ready_logged = False
+        self._preloaded: dict[str, tuple[tuple[int, int], AgentProfile]] = {}
+        """Profiles `prepare` loaded, by agent, with their (size, mtime_ns) then."""
 
     # -- public --------------------------------------------------------------------------------
 
@@ -141,11 +117,14 @@ class Daemon:
         if not names:
             names.add(default_service(self.config))
             for agent_id in self.society.agent_ids():
-                if self.society.agent(agent_id).profile_path.exists():
-                    try:
-                        names.add(select_service(self.config, self.society.load_profile(agent_id)))
-                    except ConfigError:
-                        continue  # reported when the agent is scanned; its commands wait
+                try:
+                    st = self.society.agent(agent_id).profile_path.stat()
+                    profile = self.society.load_profile(agent_id)
+                    # kept for the first scan: loading 10,000 profiles twice costs a second
+                    self._preloaded[agent_id] = ((st.st_size, st.st_mtime_ns), profile)
+                    names.add(select_service(self.config, profile))
+                except (OSError, ConfigError):
+                    continue  # reported when the agent is scanned; its commands wait
         for name in sorted(names):
             self.providers.get(name)
 
@@ -169,8 +148,9 @@ class Daemon:
             with self._dirty_lock:
                 dirty, self._dirty = self._dirty, set()
             evented = dirty - self._ready
-            if now >= next_full:
-                dirty |= set(self.society.agent_ids())
+            full = now >= next_full
+            if full:
+                dirty |= set(self.society.folder_names())
                 next_full = now + self.config.heartbeat_seconds
             dirty |= {
                 a for a, s in self.slots.items() if s.wake_at is not None and s.wake_at <= now
@@ -178,11 +158,13 @@ class Daemon:
             for agent_id in sorted(dirty):
                 self._scan(agent_id, now)
                 self._dispatch([agent_id], now)  # start work before reading the next inbox
+            if full:
+                self._log_rescan(len(dirty), time.time() - now)
             ready, self._ready = self._ready - dirty, set()
             self._dispatch(sorted(ready), now)
             for agent_id in evented & self.slots.keys():
-                # watchdog may hold a rename's event back (up to 0.5 s, to pair moves); the
-                # event of the temporary file before it woke us, so look again shortly.
+                # The watchdog fallback may hold a rename's event back (up to 0.5 s, to pair
+                # moves); the event of the temporary file before it woke us: look again shortly.
                 self._wake_slot(self.slots[agent_id], now + RELOOK_SECONDS)
             waits = [s.wake_at for s in self.slots.values() if s.wake_at is not None]
             if until_idle and self.running == 0 and not self._has_work(now):
@@ -192,6 +174,13 @@ class Daemon:
                 timeout=max(0.0, min(deadline - time.time(), 1.0 if until_idle else 3600))
             )
             self._wake.clear()
+
+    def _log_rescan(self, agents: int, seconds: float) -> None:
+        if not self._ready_logged:
+            self._ready_logged = True
+            log.info("ready: %d agents scanned in %.3f s", agents, seconds)
+        else:
+            log.debug("full rescan of %d agents took %.3f s", agents, seconds)
 
     def _has_work(self, now: float) -> bool:
         """Something will become runnable without new files (settling files, internal retries)."""
@@ -249,21 +238,32 @@ class Daemon:
         return slot
 
     def _scan(self, agent_id: str, now: float) -> None:
-        if agent_id == USER_AGENT or not self.society.exists(agent_id):
+        if agent_id == USER_AGENT:
             return
-        slot = self._slot(agent_id)
-        self._load_profile(slot)
-        slot.wake_at = None  # each branch sets it again if it needs another look
+        slot = self.slots.get(agent_id)
+        profile = slot.profile_file if slot else str(self.society.agent(agent_id).profile_path)
+        try:
+            st = os.stat(profile)
+        except OSError:
+            return  # not an agent (yet, or any more), or a folder we may not look into
+        if not stat.S_ISREG(st.st_mode):
+            return
+        slot = slot or self._slot(agent_id)
+        self._load_profile(slot, st)
         if slot.profile is not None and slot.profile.kind == "event_log":
+            slot.wake_at = None  # set again below while files are settling
             self._ingest_events(slot, now)
             return
         if slot.profile is not None and slot.profile.kind == "moderator":
             slot.wake_at = self.sessions.scan(slot.agent, now)
             return
+        if inbox_unchanged(slot, now):
+            return
         seen: set[str] = set()
         new: list[tuple[int, str, str]] = []
+        slot.wake_at = None
         try:
-            entries = list(os.scandir(slot.agent.inbox))
+            entries = list(os.scandir(slot.inbox_dir))
         except FileNotFoundError:
             return
         for entry in entries:
@@ -354,18 +354,17 @@ class Daemon:
                 return
             raise _duplicate(accepted.path.name, key, name)
 
-    def _load_profile(self, slot: Slot) -> None:
-        path = slot.agent.profile_path
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            return
+    def _load_profile(self, slot: Slot, st: os.stat_result) -> None:
         sig = (st.st_size, st.st_mtime_ns)
         if sig == slot.profile_sig:
             return
         slot.profile_sig = sig
+        preloaded = self._preloaded.pop(slot.agent.agent_id, None)
         try:
-            profile = self.society.load_profile(slot.agent.agent_id)
+            if preloaded is not None and preloaded[0] == sig:
+                profile = preloaded[1]
+            else:
+                profile = self.society.load_profile(slot.agent.agent_id)
             slot.service = self.executor.service_for(profile) if profile.kind == "llm" else None
             slot.profile, slot.profile_error = profile, None
         except ConfigError as exc:

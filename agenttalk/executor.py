@@ -120,6 +120,7 @@ class Executor:
                     record_path, record.model_dump(mode="json"), durable=self.durable
                 )
             outcome = record.outcome
+            fsio.sweep_folder(agent.audit_dir(key))  # left by a crash in an earlier attempt
             if outcome.status == "ok":
                 assert outcome.reply is not None
                 decision, deliveries = self._route_result(job, outcome.reply)
@@ -136,6 +137,7 @@ class Executor:
 
     def fail(self, job: Job, error: str) -> Report:
         """End `job` as failed without calling the LLM (e.g. it timed out waiting for inputs)."""
+        fsio.sweep_folder(job.agent.audit_dir(job.key))
         decision, deliveries = self._route_failure(job, error)
         return self._finish(job, "failed", error, None, decision, deliveries)
 

@@ -23,6 +23,32 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def make_dirs(path: Path, *, durable: bool) -> None:
+    """`mkdir -p`; with `durable`, each folder made is fsynced into its parent.
+
+    A file fsynced into a new folder is not durable until the folder's own entry is: a crash
+    could otherwise take the folder, and the file with it.
+    """
+    created: list[Path] = []
+    todo = [path]
+    while todo:
+        folder = todo[-1]
+        try:
+            os.mkdir(folder)
+        except FileNotFoundError:
+            todo.append(folder.parent)
+            continue
+        except FileExistsError:
+            if not folder.is_dir():
+                raise
+        else:
+            created.append(folder)
+        todo.pop()
+    if durable:
+        for parent in dict.fromkeys(folder.parent for folder in created):
+            fsync_dir(parent)
+
+
 def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None:
     """Write `data` to `path` so readers see the old file or the whole new one, never a part.
 
@@ -33,7 +59,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, durable: bool = True) -> None
     try:
         fd = os.open(tmp, flags, 0o644)
     except FileNotFoundError:  # create folders only when missing: mkdir is not free
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(path.parent, durable=durable)
         fd = os.open(tmp, flags, 0o644)
     try:
         view = memoryview(data)
@@ -77,7 +103,7 @@ def move(src: Path, dst: Path, *, durable: bool = True) -> Path:
         final = dst.with_name(f"{dst.stem}.{n}{dst.suffix}")
         n += 1
     if not final.parent.is_dir():
-        final.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(final.parent, durable=durable)
     try:
         os.link(src, final, follow_symlinks=False)
     except (FileNotFoundError, FileExistsError):
@@ -111,9 +137,11 @@ def link_or_copy(src: Path, dst: Path, *, durable: bool = True) -> None:
         try:
             os.link(src, dst)
         except FileNotFoundError:
-            dst.parent.mkdir(parents=True, exist_ok=True)
+            make_dirs(dst.parent, durable=durable)
             os.link(src, dst)
     except FileExistsError:
+        if durable:  # made by an attempt that crashed, maybe before its folder was fsynced
+            fsync_dir(dst.parent)
         return
     except OSError:  # another filesystem, or links not supported
         atomic_write_bytes(dst, src.read_bytes(), durable=durable)
@@ -136,24 +164,67 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def sweep_temporaries(folder: Path) -> None:
+def sweep_temporaries(agents_dir: Path) -> None:
     """Remove the temporary files of writers that were killed mid-write (run before any work).
+
+    Only where writes happen outside a command's own audit folder: the agent's folder and its
+    outbox (the event log) without subfolders; its inbox, bookkeeping and bad files with theirs
+    (all shallow). The outbox's plan folders and the archive grow with every finished command
+    and are not walked: a command's audit folder is swept when the command runs again, which a
+    crash while writing there always leads to.
 
     A live pid other than ours may be writing now (`agenttalk send`); ours is a pid reused after
     a restart (as in a container), since this runs before this daemon writes anything.
     """
+    try:
+        with os.scandir(agents_dir) as it:
+            agents = [e.path for e in it if e.is_dir(follow_symlinks=False)]
+    except FileNotFoundError:
+        return
+    for agent in agents:
+        # The agent folder's listing says which subfolders exist: no failed look per agent.
+        for sub in sweep_folder(agent, recursive=False):
+            if sub in ("inbox", ".agenttalk"):
+                sweep_folder(os.path.join(agent, sub))
+            elif sub == "outbox":
+                sweep_folder(os.path.join(agent, sub), recursive=False)
+            elif sub == "archive":
+                sweep_folder(os.path.join(agent, sub, "bad"))
+
+
+def sweep_folder(folder: str | Path, *, recursive: bool = True) -> list[str]:
+    """Remove the temporaries of dead writers in `folder` (and its subfolders if `recursive`).
+
+    Call it only when no thread of this process writes there (see `sweep_temporaries`).
+    Returns the names of the subfolders of `folder` itself.
+    """
     me = os.getpid()
-    for parent, _dirs, names in os.walk(folder):
-        for name in names:
-            match = _TEMPORARY.fullmatch(name)
+    top = os.fspath(folder)
+    subfolders: list[str] = []
+    stack = [top]
+    while stack:
+        parent = stack.pop()
+        try:
+            with os.scandir(parent) as it:
+                entries = list(it)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                if parent == top:
+                    subfolders.append(entry.name)
+                if recursive:
+                    stack.append(entry.path)
+                continue
+            match = _TEMPORARY.fullmatch(entry.name)
             if match is None:
                 continue
             pid = int(match.group(1))
             if pid != me and pid_alive(pid):
                 continue  # being written right now
-            path = os.path.join(parent, name)
             try:
-                os.unlink(path)
+                os.unlink(entry.path)
             except OSError:
                 continue
-            log.info("removed %s, left by a writer that was stopped mid-write", path)
+            log.info("removed %s, left by a writer that was stopped mid-write", entry.path)
+    return subfolders

@@ -65,6 +65,8 @@ def deliver(society: Society, message: Message, output_name: str, *, durable: bo
         except (OSError, ValueError, AttributeError):
             existing = None
         if existing == message.message_id:
+            if durable:  # an attempt that crashed may have renamed it in without the fsync
+                fsio.fsync_dir(target.parent)
             return Delivery(to, str(target.relative_to(society.root)), "already_delivered")
         status = "replaced"
     payload = message.model_dump(by_alias=True)

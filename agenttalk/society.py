@@ -118,6 +118,17 @@ class Society:
                     ids.append(entry.name)
         return sorted(ids)
 
+    def folder_names(self) -> list[str]:
+        """The folders in agents/ (not dotfolders): agents, and folders that may become one.
+
+        Cheaper than `agent_ids` (no look inside each folder), for callers that look anyway.
+        """
+        try:
+            with os.scandir(self.agents_dir) as it:
+                return [e.name for e in it if not e.name.startswith(".") and e.is_dir()]
+        except FileNotFoundError:
+            return []
+
     def exists(self, agent_id: str) -> bool:
         if agent_id == USER_AGENT:
             return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import defaultdict
 from collections.abc import Iterator
@@ -34,16 +35,35 @@ class Totals(BaseModel):
         self.latency_s += sum(float(a.get("latency_s") or 0) for a in llm.get("attempts") or [])
 
 
-def audits(society: Society) -> Iterator[dict[str, Any]]:
-    """Every audit record in the society (outbox/<plan>/<command>/audit.json)."""
+def _limits(limit: Limit) -> bool:
+    return limit.max_tokens is not None or limit.max_cost is not None
+
+
+def _subfolders(folder: str) -> list[str]:
+    try:
+        with os.scandir(folder) as it:
+            return sorted(e.path for e in it if e.is_dir(follow_symlinks=False))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+
+
+def audits(society: Society, plans: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Every audit record in the society (outbox/<plan>/<command>/audit.json), or of `plans`."""
     for agent_id in society.agent_ids():
-        for path in sorted(society.agent(agent_id).outbox.glob("*/*/audit.json")):
-            try:
-                record = json.loads(path.read_bytes())
-            except (OSError, ValueError):
-                continue
-            if isinstance(record, dict):
-                yield record
+        outbox = str(society.agent(agent_id).outbox)
+        if plans is None:
+            plan_folders = _subfolders(outbox)
+        else:
+            plan_folders = [os.path.join(outbox, p) for p in plans]
+        for plan_folder in plan_folders:
+            for command_folder in _subfolders(plan_folder):
+                try:
+                    with open(os.path.join(command_folder, "audit.json"), "rb") as f:
+                        record = json.loads(f.read())
+                except (OSError, ValueError):
+                    continue
+                if isinstance(record, dict):
+                    yield record
 
 
 class UsageReport(BaseModel):
@@ -89,8 +109,21 @@ class Ledger:
 
     @classmethod
     def from_audits(cls, society: Society) -> Ledger:
-        ledger = cls(society.config.budget)
-        for record in audits(society):
+        """The spend so far, read from the audits only where a limit needs it.
+
+        Reading every audit costs seconds at 100,000 finished commands, at every start: without
+        a global limit only the plans with limits are read, without any limit nothing.
+        """
+        budget = society.config.budget
+        ledger = cls(budget)
+        if budget.max_tokens is not None or budget.max_cost is not None:
+            records = audits(society)
+        else:
+            limited = [p for p, limit in budget.plans.items() if _limits(limit)]
+            if not limited:
+                return ledger
+            records = audits(society, plans=limited)
+        for record in records:
             llm = record.get("llm")
             if isinstance(llm, dict):
                 usage = llm.get("usage") or {}

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from machine import print_machine
 
 from agenttalk.daemon import Daemon
 from agenttalk.llm import LLMRequest
@@ -129,6 +130,7 @@ def main() -> None:
         # The real path: the daemon runs the session; each turn is a command in an inbox.
         Daemon(society, providers).run(until_idle=True, watch=False)
 
+    print_machine()
     print(f"{args.participants} participants, {args.turns} speech turns, 150-word speeches")
     print(f"{'turn':>5} {'prompt tokens/request (mean)':>30} {'max':>6} {'full history':>13}")
     for t in REPORT_AT:

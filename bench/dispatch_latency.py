@@ -15,7 +15,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from machine import print_machine
 
 from agenttalk.daemon import Daemon
 from agenttalk.llm.loopback import LoopbackLLM
@@ -153,10 +153,7 @@ def main() -> None:
     args = parser.parse_args()
     # watchdog logs a harmless error per watch when an in-process observer stops
     logging.getLogger("watchdog.observers.inotify").setLevel(logging.CRITICAL)
-    print(
-        f"machine: {platform.platform()}, {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()} ({platform.python_implementation()})"
-    )
+    print_machine()
     print(f"daemon: {args.mode}, n={args.n} (+{args.warmup} warm-up), heartbeat 10 s")
     print(f"{'durability':<11}{'median':>9}{'p90':>9}{'p99':>9}{'max':>9}   (ms)")
     for durability in ("safe", "fast"):

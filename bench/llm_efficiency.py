@@ -16,7 +16,6 @@ import argparse
 import json
 import logging
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 
 import yaml
+from machine import print_machine
 
 from agenttalk.daemon import Daemon
 from agenttalk.society import Society
@@ -68,7 +68,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("OPENAI_API_KEY", "bench")
-    print(f"machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    print_machine()
     # The server runs in its own process, as a real one would: its CPU is not the daemon's.
     server = subprocess.Popen(
         [sys.executable, "-m", "agenttalk.llm.loopback", "--delay", str(args.delay)],
