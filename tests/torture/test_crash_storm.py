@@ -8,14 +8,18 @@ CI: 150 commands, 10 agents, 8 kills. Long (AGENTTALK_TORTURE=long): 1,000 comma
 from __future__ import annotations
 
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import make_daemon, make_society, write_json
 
+from agenttalk.llm.fake import FakeProvider
 from agenttalk.llm.loopback import LoopbackLLM
+from agenttalk.society import CommandKey
 
 from .support import (
     Cmd,
@@ -129,3 +133,30 @@ def test_random_sigkills_of_the_daemon_still_end_every_chained_command_exactly_o
         if cmd.send_to == ("user",):
             message = (root / "agents/user/inbox" / PLAN / cmd.output_name).read_text()
             assert f"done: {cmd.prompt}" in message
+
+
+def test_bookkeeping_left_by_a_kill_after_the_archive_move_is_cleared_at_restart(
+    tmp_path: Path,
+) -> None:
+    """The state a kill between archiving a command and removing its saved LLM outcome and
+    running marker leaves: nothing would ever run that command again to remove them."""
+    society = make_society(tmp_path, ["writer", "sink"])
+    command = {"command_id": "once", "plan_id": "p", "prompt": "Once."}
+    write_json(society.agent("writer").inbox / "cmd_once.json", command)
+    fake = FakeProvider(lambda request: {"result": "r"})
+    make_daemon(society, fake).run(until_idle=True, watch=False)
+    writer, key = society.agent("writer"), CommandKey("p", "once")
+    assert writer.finished_status(key) == "done"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    write_json(writer.result_path(key), {"left": "by the kill"})
+    write_json(writer.running_path(key), {"pid": dead.pid})
+    live = writer.running_path(CommandKey("p", "other"))
+    write_json(live, {"pid": 1})  # pid 1 is alive: not ours to touch
+
+    make_daemon(society, fake).run(until_idle=True, watch=False)
+
+    assert not writer.result_path(key).exists()
+    assert not writer.running_path(key).exists()
+    assert live.exists(), "a live process's marker was removed"
+    assert len(fake.history) == 1, "the finished command was asked for again"
