@@ -122,7 +122,12 @@ def test_random_sigkills_of_the_daemon_still_end_every_chained_command_exactly_o
     elapsed = time.monotonic() - started
 
     context = f"(seed {seed()}, kills {kills})"
-    print(f"crash storm: {total} commands, {agents} agents, {len(kills)} kills, {elapsed:.1f}s")
+    during_work = sum(1 for where, _ in kills if where == "work")
+    print(
+        f"crash storm: {total} commands, {agents} agents, {len(kills)} kills "
+        f"({during_work} during work, {len(kills) - during_work} during start-up), "
+        f"{len(llm.requests)} LLM requests, {elapsed:.1f}s"
+    )
     assert len(kills) == kills_planned
     assert sum(1 for where, _ in kills if where == "work") >= kills_planned // 2, context
     statuses = assert_each_ended_once(root, commands, context=context)
