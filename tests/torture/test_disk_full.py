@@ -13,12 +13,13 @@ import errno
 import os
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from agenttalk import fsio
+from agenttalk.diskspace import DiskGuard, is_disk_full
 
 from .support import (
     Cmd,
@@ -80,7 +81,13 @@ def audits(root: Path, commands: list[Cmd]) -> list[str]:
     ]
 
 
-def wait_for(predicate, proc: subprocess.Popen[bytes], log: Path, what: str, timeout: float = 60):  # type: ignore[no-untyped-def]
+def wait_for(
+    predicate: Callable[[], object],
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    what: str,
+    timeout: float = 60,
+) -> object:
     deadline = time.monotonic() + timeout
     while not (value := predicate()):
         assert proc.poll() is None, f"the daemon died: {tail(log)}"
@@ -154,3 +161,23 @@ def test_a_full_disk_holds_new_work_loses_nothing_and_resumes(
         assert_no_half_written_files(root)
         assert_no_bookkeeping_left(root)
         assert_status_agrees(root, statuses, everything)
+
+
+def test_the_guard_holds_work_with_one_alert_and_lets_it_go_when_space_is_back(
+    tmp_path: Path,
+) -> None:
+    """The same rules without a mount (runs everywhere): below min_free_bytes nothing starts
+    and the alert says why; once the space is there again the alert goes."""
+    guard = DiskGuard(tmp_path, min_free_bytes=2**62, recheck=0.5)
+    alert = tmp_path / "alerts" / "disk_full.json"
+    now = time.time()
+    assert guard.may_start(now) == now + 0.5
+    assert "nothing accepted is lost" in alert.read_text()
+    assert guard.may_start(now + 0.1) == now + 0.5, "looked again before the recheck time"
+    guard.needed = 0  # as if space had been freed
+    assert guard.may_start(now + 0.6) is None
+    assert not alert.exists()
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert is_disk_full(full) and not is_disk_full(OSError(errno.EACCES, "denied"))
+    guard.hit(full, now + 1)
+    assert guard.may_start(now + 1.1) == now + 1.5 and alert.exists()
