@@ -18,7 +18,7 @@ from agenttalk.llm.selection import default_service, unservable
 from agenttalk.models import AgentProfile, Command, Message
 from agenttalk.scaffold import init_society
 from agenttalk.society import Society, resolve_root
-from agenttalk.status import render_text, society_status
+from agenttalk.status import render_text, society_status, unknown_agents
 from agenttalk.submit import Plan, load_plan, send_file, submit_plan
 
 app = typer.Typer(
@@ -151,6 +151,8 @@ def validate(root: RootOption = None) -> None:
         society = _society(root)
     except AgentTalkError as exc:
         _fail(exc)
+    for agent_id in unknown_agents(society):
+        problems += [str(st.profile_error) for st in society_status(society, [agent_id])]
     for agent_id in society.agent_ids():
         profile_path = society.agent(agent_id).profile_path
         if profile_path.exists():

@@ -124,6 +124,8 @@ class Config(BaseModel):
     """Largest command or input file accepted; bigger command files are moved aside."""
     max_input_chars: int = Field(default=20_000, ge=100)
     """Characters of one input file put into the prompt; the rest is cut with a visible marker."""
+    min_free_bytes: int = Field(default=5_000_000, ge=0)
+    """Free disk space below which no new command starts (it waits, and an alert is written)."""
     durability: Literal["safe", "fast"] = "safe"
     """`safe` fsyncs files and directories so a crash loses nothing accepted; `fast` skips fsync."""
     llm: LLMConfig = Field(default_factory=LLMConfig)

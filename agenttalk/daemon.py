@@ -18,6 +18,7 @@ from pathlib import Path
 from agenttalk import fsio
 from agenttalk.auth_blocks import AuthBlocks
 from agenttalk.discussion.host import SessionHost
+from agenttalk.diskspace import DiskGuard, is_disk_full
 from agenttalk.errors import ConfigError, InputFileError, ServiceAuthError
 from agenttalk.eventlog import EventLog
 from agenttalk.executor import Executor, Job, Report
@@ -26,7 +27,9 @@ from agenttalk.intake import Accepted, ignorable, is_candidate, quarantine, read
 from agenttalk.llm.registry import Providers
 from agenttalk.llm.selection import default_service, select_service
 from agenttalk.models import AgentProfile
-from agenttalk.slots import Pending, Slot, inbox_unchanged
+from agenttalk.pending import Pending
+from agenttalk.recovery import clear_stale_bookkeeping
+from agenttalk.slots import Slot, inbox_unchanged
 from agenttalk.society import USER_AGENT, AgentDir, CommandKey, Society
 from agenttalk.watcher import InboxWatcher
 
@@ -74,6 +77,7 @@ class Daemon:
         """Commands in progress at once. LLM calls are capped at max_concurrency by the executor;
         the extra room lets one command's file work overlap the others' LLM calls."""
         self.blocked = AuthBlocks(society.root, self.config.heartbeat_seconds, durable=self.durable)
+        self.disk = DiskGuard(society.root, self.config.min_free_bytes, self.config.settle_seconds)
         self._stop = threading.Event()
         self._starved: set[str] = set()
         """Agents with work that found every worker busy; looked at when one frees up."""
@@ -156,7 +160,10 @@ class Daemon:
                 a for a, s in self.slots.items() if s.wake_at is not None and s.wake_at <= now
             }
             for agent_id in sorted(dirty):
-                self._scan(agent_id, now)
+                try:
+                    self._scan(agent_id, now)
+                except OSError as exc:  # e.g. a full disk: that agent waits for the heartbeat
+                    log.error("%s: cannot read or sort its inbox: %s", agent_id, exc)
                 self._dispatch([agent_id], now)  # start work before reading the next inbox
             if full:
                 self._log_rescan(len(dirty), time.time() - now)
@@ -233,6 +240,7 @@ class Daemon:
             agent.inbox.mkdir(parents=True, exist_ok=True)
             agent.outbox.mkdir(parents=True, exist_ok=True)
             slot = self.slots[agent_id] = Slot(agent)
+            clear_stale_bookkeeping(agent)
             if self.watcher:
                 self.watcher.watch_agent(agent_id)
         return slot
@@ -338,12 +346,9 @@ class Daemon:
                 f"command {key} has already run ({finished}); it is never run twice",
                 "give the command a new command_id to run it again",
             )
-        for name, other in slot.pending.items():
-            c = other.accepted.command
-            if (c.plan_id, c.command_id) != (key.plan_id, key.command_id):
-                continue
-            if name == accepted.path.name:
-                continue
+        name = slot.pending.name_of(key)
+        if name is not None and name != accepted.path.name:
+            other = slot.pending[name]
             mine, theirs = (accepted.arrived_at, accepted.path.name), (other.arrived_at, name)
             if name != slot.running and mine < theirs:
                 # After a restart the later copy may be scanned first: the file that arrived
@@ -402,8 +407,10 @@ class Daemon:
             self._start_next(slot, now)
 
     def _start_next(self, slot: Slot, now: float) -> None:
-        order = sorted(slot.pending.items(), key=lambda kv: kv[1].seq)
-        for name, pending in order:
+        if slot.pending and (look_again := self.disk.may_start(now)) is not None:
+            self._wake_slot(slot, look_again)
+            return
+        for name, pending in slot.pending.items():  # in seq order; the loop changes nothing
             if pending.not_before > now:
                 self._wake_slot(slot, pending.not_before)
                 continue
@@ -443,8 +450,11 @@ class Daemon:
             report = self.executor.fail(job, error) if error else self.executor.run(job, profile)
         except ServiceAuthError as exc:
             auth_error = exc
-        except Exception:
-            log.exception("%s %s: internal error; retrying later", job.agent.agent_id, job.key)
+        except Exception as exc:
+            if is_disk_full(exc):
+                self.disk.hit(exc, time.time())
+            else:
+                log.exception("%s %s: internal error; retrying later", job.agent.agent_id, job.key)
         finally:
             self._done.put((job.agent.agent_id, name, report, auth_error))
             self._wake.set()

@@ -78,6 +78,8 @@ def check_inputs(
 ) -> InputCheck:
     now = time.time() if now is None else now
     result = InputCheck()
+    if not command.required_inputs:
+        return result  # no inbox scan: it costs O(inbox size), once per command dispatched
     candidates = _candidates(agent, command.plan_id)
     seen: set[str] = set()
     for pattern in command.required_inputs:

@@ -154,6 +154,7 @@ def check_targets(name: str, command: Command, agent_id: str) -> None:
 def quarantine(agent: AgentDir, path: Path, error: InputFileError, *, durable: bool) -> Path:
     """Move a bad file to archive/bad/ with `<name>.error.json` beside it; log it once."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    log.error("rejected %s/inbox/%s: %s", agent.agent_id, path.name, error)
     dest = fsio.move(path, agent.archive / "bad" / f"{stamp}_{path.name}", durable=durable)
     record = {
         "agent_id": agent.agent_id,
@@ -162,6 +163,8 @@ def quarantine(agent: AgentDir, path: Path, error: InputFileError, *, durable: b
         "at": fsio.now_iso(),
         **error.as_record(),
     }
-    fsio.atomic_write_json(dest.with_name(dest.name + ".error.json"), record, durable=durable)
-    log.error("rejected %s/inbox/%s: %s", agent.agent_id, path.name, error)
+    try:
+        fsio.atomic_write_json(dest.with_name(dest.name + ".error.json"), record, durable=durable)
+    except OSError as exc:  # a full disk: the file is aside already; the log keeps the reason
+        log.error("cannot write the error record of %s (%s)", dest, exc)
     return dest

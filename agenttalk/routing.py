@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from agenttalk import fsio
+from agenttalk.diskspace import is_disk_full
 from agenttalk.models import Message, OnComplete
 from agenttalk.society import Society
 
@@ -73,5 +74,7 @@ def deliver(society: Society, message: Message, output_name: str, *, durable: bo
     try:
         fsio.atomic_write_json(target, payload, durable=durable)
     except OSError as exc:
+        if is_disk_full(exc):
+            raise  # not this message's fault: the command waits for space and delivers then
         return Delivery(to, None, "failed", f"cannot write {target}: {exc.strerror}")
     return Delivery(to, str(target.relative_to(society.root)), status)

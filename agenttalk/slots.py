@@ -5,20 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from agenttalk.intake import Accepted
 from agenttalk.models import AgentProfile
+from agenttalk.pending import PendingSet
 from agenttalk.society import AgentDir
-
-
-@dataclass
-class Pending:
-    accepted: Accepted
-    arrived_at: float
-    """The file's ctime: timeouts count from it, also across restarts."""
-    seq: int
-    """Order in which the daemon noticed the command (ties within one scan: ctime, then name)."""
-    not_before: float = 0.0
-    """After an internal error, the command is not retried before this time."""
 
 
 @dataclass
@@ -26,7 +15,7 @@ class Slot:
     """What the daemon knows of one agent."""
 
     agent: AgentDir
-    pending: dict[str, Pending] = field(default_factory=dict)
+    pending: PendingSet = field(default_factory=PendingSet)
     running: str | None = None
     """File name of the command running now (one per agent)."""
     profile: AgentProfile | None = None

@@ -77,10 +77,17 @@ def agent_status(society: Society, agent_id: str) -> AgentStatus:
     status = AgentStatus(agent_id=agent_id)
     if agent_id == USER_AGENT:
         return status
-    try:
-        society.load_profile(agent_id)
-    except ConfigError as exc:
-        status.profile_error = str(exc)
+    if not agent.profile_path.exists():
+        status.profile_error = (
+            f"{agent.profile_path}: missing, so agent {agent_id!r} does not exist and the "
+            "commands in its inbox never run; create the profile (`agenttalk schema profile`) "
+            "or move the commands into an existing agent's inbox"
+        )
+    else:
+        try:
+            society.load_profile(agent_id)
+        except ConfigError as exc:
+            status.profile_error = str(exc)
     config = society.config
     status.sessions = _sessions(agent)
     if agent.inbox.is_dir():
@@ -163,8 +170,24 @@ def _sessions(agent: AgentDir) -> list[SessionState]:
     return sessions
 
 
+def unknown_agents(society: Society) -> list[str]:
+    """Folders under agents/ with commands in their inbox but no profile: nothing runs them."""
+    if not society.agents_dir.is_dir():
+        return []
+    known = set(society.agent_ids())
+    with os.scandir(society.agents_dir) as it:
+        folders = [e for e in it if e.is_dir() and not e.name.startswith(".")]
+    return sorted(
+        e.name
+        for e in folders
+        if e.name not in known and any((Path(e.path) / "inbox").glob("cmd_*.json"))
+    )
+
+
 def society_status(society: Society, agent_ids: list[str] | None = None) -> list[AgentStatus]:
-    return [agent_status(society, a) for a in (agent_ids or society.agent_ids())]
+    """Every agent, and every folder holding commands for an agent that does not exist."""
+    ids = agent_ids or sorted(society.agent_ids() + unknown_agents(society))
+    return [agent_status(society, a) for a in ids]
 
 
 def render_text(statuses: list[AgentStatus], plan_id: str | None = None) -> str:
