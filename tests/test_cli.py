@@ -631,3 +631,19 @@ def test_repo_root_example_is_identical_to_the_packaged_copy() -> None:
     assert sorted(repo_files) == sorted(packaged_files)
     for name, data in packaged_files.items():
         assert repo_files[name] == data, f"{name} differs between the repo root and {packaged}"
+
+
+def test_the_example_debate_runs_to_its_end_as_a_dry_run(tmp_path: Path) -> None:
+    root = society(tmp_path)
+    session = root / "agents" / "moderator" / "inbox" / "session_remote_work.json"
+    session.write_bytes((root / "sessions" / "session_remote_work.json").read_bytes())
+
+    result = cli("run", "--root", root, "--service", "dry-run", "--until-idle")
+
+    assert result.exit_code == 0, result.output
+    out = root / "agents" / "moderator" / "outbox" / "remote_work_debate"
+    last = json.loads((out / "decisions.jsonl").read_text().splitlines()[-1])
+    assert last["decision"]["action"] == "END_DISCUSSION"
+    assert last["decision"]["reason"] == "all_phases_completed"
+    assert "[dry run]" in (out / "transcript.md").read_text()
+    assert (root / "agents" / "moderator" / "archive" / "done" / session.name).is_file()

@@ -13,11 +13,31 @@ from agenttalk.llm import LLMRequest, LLMResponse, Usage
 Script = Sequence[str | dict[str, Any]] | Callable[[LLMRequest], str | dict[str, Any]]
 
 
+DRY_RUN_WORDS = {"intent": "speak", "tone": "calm"}
+"""Values a dry run gives string fields whose schema allows only certain words."""
+
+
 def dry_run_reply(request: LLMRequest) -> dict[str, Any]:
-    """The reply used when no script is given: it names the task and passes any score check."""
+    """The reply used when no script is given: it names the task, passes any score check, and
+    meets the reply schema the request carries (a discussion turn's, or the moderator's)."""
     lines = request.messages[-1]["content"].strip().splitlines()
     task = next((line for line in lines if line.strip() and not line.startswith("#")), "")[:120]
-    return {"result": f"[dry run] {task}", "score": 100, "score_explanation": "dry run"}
+    schema = request.response_schema or {}
+    properties: dict[str, Any] = schema.get("properties", {})
+    if not properties or "result" in properties:
+        return {"result": f"[dry run] {task}", "score": 100, "score_explanation": "dry run"}
+    reply: dict[str, Any] = {}
+    for name, prop in properties.items():
+        kinds = prop.get("type")
+        if "const" in prop:
+            reply[name] = prop["const"]
+        elif kinds == "number":
+            reply[name] = prop.get("maximum", 3)
+        elif name in DRY_RUN_WORDS:
+            reply[name] = DRY_RUN_WORDS[name]
+        elif kinds == "string" or name in schema.get("required", []):
+            reply[name] = f"[dry run] {task}"
+    return reply
 
 
 class FakeProvider:
