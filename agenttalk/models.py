@@ -115,6 +115,9 @@ def check_output_name(template: str) -> None:
     check_file_name(sample)
 
 
+TurnKind = Literal["intent", "speech", "vote"]
+
+
 class DiscussionTurn(BaseModel):
     """Makes a command a discussion turn: the agent answers from its persona, its own memory and
     what it may see of the session (never the full history), instead of the generic prompt.
@@ -126,7 +129,7 @@ class DiscussionTurn(BaseModel):
 
     session_id: Identifier
     """The discussion session; its event log gives the visible recent events and summary."""
-    turn: Literal["intent", "speech", "vote"]
+    turn: TurnKind
     """What is asked: a wish to speak, a speech, or a consensus score (0-100)."""
     topic: str = Field(min_length=1)
     phase_name: str

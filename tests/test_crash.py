@@ -13,19 +13,17 @@ import json
 import os
 import random
 import re
-import signal
 import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import make_society, read_json, wait_until, write_json
+from torture.support import daemon_process, run_until_idle, sigkill, status_json
 
 from agenttalk import fsio
 from agenttalk.executor import RunRecord
@@ -37,7 +35,6 @@ from agenttalk.society import CommandKey, Society
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 
-AGENTTALK = Path(sys.executable).with_name("agenttalk")
 PLAN = "crash"
 SERVICE = "loopback"
 CONFIG: dict[str, Any] = {
@@ -95,59 +92,6 @@ def task_asked(seen_body: dict[str, Any]) -> str:
     return str(seen_body["messages"][1]["content"].split("## Task\n", 1)[1].splitlines()[0])
 
 
-def daemon_env(llm: LoopbackLLM) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "AGENTTALK_"))}
-    return {**env, "OPENAI_BASE_URL": llm.base_url, "OPENAI_API_KEY": "test"}
-
-
-@contextmanager
-def daemon(root: Path, llm: LoopbackLLM, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`agenttalk run` as a subprocess; whatever happens, it is gone on exit."""
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [str(AGENTTALK), "run", "--root", str(root)],
-            env=daemon_env(llm),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
-
-
-def kill(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait(timeout=10) == -signal.SIGKILL
-
-
-def run_until_idle(root: Path, llm: LoopbackLLM, log: Path, timeout: float = 60) -> None:
-    with log.open("ab") as out:
-        result = subprocess.run(
-            [str(AGENTTALK), "run", "--root", str(root), "--until-idle"],
-            env=daemon_env(llm),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=timeout,
-        )
-    assert result.returncode == 0, log.read_text(errors="replace")[-3000:]
-
-
-def status_json(root: Path) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [str(AGENTTALK), "status", "--json", "--root", str(root)],
-        capture_output=True,
-        check=True,
-        timeout=30,
-        env={k: v for k, v in os.environ.items() if not k.startswith("AGENTTALK_")},
-    )
-    data = json.loads(out.stdout)
-    assert isinstance(data, list)
-    return data
-
-
 def assert_each_ended_once(society: Society, commands: list[Cmd], context: str = "") -> None:
     """Each command done exactly once, each target holding exactly its one message per command."""
     agents = {c.agent for c in commands}
@@ -189,7 +133,7 @@ def assert_each_ended_once(society: Society, commands: list[Cmd], context: str =
 
 def assert_status_agrees(root: Path, commands: list[Cmd]) -> None:
     """`agenttalk status --json`, read from the files alone, tells the same story."""
-    by_agent = {s["agent_id"]: s for s in status_json(root)}
+    by_agent = status_json(root)
     for agent_id in {c.agent for c in commands}:
         st = by_agent[agent_id]
         assert st["profile_error"] is None and st["rejected_files"] == []
@@ -216,12 +160,12 @@ def test_sigkill_during_the_llm_call_repeats_only_that_call_and_ends_each_comman
     society = society_with(tmp_path / "society", FAN_OUT)
     log = tmp_path / "daemon.log"
     with LoopbackLLM(delay=1.5) as llm:
-        with daemon(society.root, llm, log) as proc:
+        with daemon_process(society.root, log, llm) as proc:
             wait_until(lambda: llm.requests, timeout=20, what="the writer's LLM request")
             # Only the writer could run: it is inside its 1.5 s LLM call now.
             assert [agent_asked(r.body) for r in llm.requests] == ["writer"]
             assert proc.poll() is None
-            kill(proc)
+            sigkill(proc)
         writer = society.agent("writer")
         assert writer.running_path(CommandKey(PLAN, "draft")).exists()
         assert not writer.result_path(CommandKey(PLAN, "draft")).exists()
@@ -229,12 +173,12 @@ def test_sigkill_during_the_llm_call_repeats_only_that_call_and_ends_each_comman
         # The killed daemon's running marker stays behind; status must not believe it.
         states = {
             s["agent_id"]: [(c["command_id"], c["state"]) for c in s["commands"]]
-            for s in status_json(society.root)
+            for s in status_json(society.root).values()
         }
         assert states["writer"] == [("draft", "pending")]
         assert states["editor"] == [("edit", "waiting")]
 
-        run_until_idle(society.root, llm, log)
+        run_until_idle(society.root, log, llm)
 
         asked = Counter(agent_asked(r.body) for r in llm.requests)
     assert asked == {"writer": 2, "reviewer": 1, "checker": 1, "editor": 1}
@@ -283,7 +227,7 @@ def test_repeated_sigkills_at_random_points_still_end_each_command_once(tmp_path
 
     with LoopbackLLM(delay=LLM_SECONDS) as llm:
         for attempt in range(6):
-            with daemon(society.root, llm, log) as proc:
+            with daemon_process(society.root, log, llm) as proc:
                 if attempt == 0:
                     # Somewhere in start-up and intake (imports take a good part of a second).
                     time.sleep(rng.uniform(0.3, 1.2))
@@ -302,11 +246,11 @@ def test_repeated_sigkills_at_random_points_still_end_each_command_once(tmp_path
                         )
                         time.sleep(max(0.0, llm.requests[before].at + after - time.time()))
                 assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
-                kill(proc)
+                sigkill(proc)
                 kills += 1
             if all_archived():
                 break
-        run_until_idle(society.root, llm, log)
+        run_until_idle(society.root, log, llm)
         # A kill while the request was being sent leaves the server a request without a body.
         asked = Counter(task_asked(r.body) for r in llm.requests if "messages" in r.body)
 
@@ -365,7 +309,7 @@ def test_restart_after_the_outcome_was_saved_delivers_it_without_asking_again(
 
     log = tmp_path / "daemon.log"
     with LoopbackLLM() as llm:
-        run_until_idle(society.root, llm, log)
+        run_until_idle(society.root, log, llm)
         assert llm.requests == [], "the saved outcome was asked for again"
 
     assert delivered.read_bytes() == before, "the message delivered before the crash was rewritten"
@@ -392,12 +336,12 @@ def test_restart_after_a_crash_inside_the_archive_move_finishes_the_move(tmp_pat
     writer = society.agent("writer")
     log = tmp_path / "daemon.log"
     with LoopbackLLM() as llm:
-        run_until_idle(society.root, llm, log)
+        run_until_idle(society.root, log, llm)
         archived = writer.finished_path("done", CommandKey(PLAN, draft.command_id))
         command_file = writer.inbox / f"cmd_{draft.command_id}.json"
         os.link(archived, command_file)  # the state that crash leaves
         asked = len(llm.requests)
-        run_until_idle(society.root, llm, log)
+        run_until_idle(society.root, log, llm)
         assert len(llm.requests) == asked, "the archived command was run again"
     assert not command_file.exists()
     assert_each_ended_once(society, [draft])
@@ -419,10 +363,10 @@ def test_a_session_killed_mid_discussion_resumes_and_ends_every_turn_once(tmp_pa
 
     with LoopbackLLM(default=lambda body: reply(body["messages"]), delay=0.01) as llm:
         for at in (6, 14, 22):
-            with daemon(root, llm, log) as proc:
+            with daemon_process(root, log, llm) as proc:
                 wait_until(lambda at=at: steps() >= at, timeout=60)
-                kill(proc)
-        run_until_idle(root, llm, log, timeout=120)
+                sigkill(proc)
+        run_until_idle(root, log, llm, timeout=120)
 
     lines = decision_lines(society)
     assert [line["step"] for line in lines] == list(range(1, len(lines) + 1))

@@ -98,6 +98,24 @@ def speaker(request: LLMRequest) -> str:
     return match.group(1)
 
 
+class RecordedReplies:
+    """Each agent's replies, in that agent's order, recorded then replayed. Participants answer
+    a step in parallel, so "the same replies" means the same replies per agent."""
+
+    def __init__(self) -> None:
+        self.left: dict[str, list[dict[str, Any]]] = {}
+        self.count = 0
+
+    def record(self, request: LLMRequest) -> dict[str, Any]:
+        answer = reply(request.messages)
+        self.left.setdefault(speaker(request), []).append(answer)
+        self.count += 1
+        return answer
+
+    def replay(self, request: LLMRequest) -> dict[str, Any]:
+        return self.left[speaker(request)].pop(0)
+
+
 def outbox(society: Society) -> Path:
     return society.agent("moderator").outbox / SESSION
 
@@ -175,28 +193,20 @@ def test_debate_over_loopback_ends_with_a_complete_log_and_bounded_private_promp
 def test_replaying_a_session_with_the_same_replies_gives_identical_decisions(
     tmp_path: Path,
 ) -> None:
-    # Participants answer their turns in parallel, so the same replies means the same replies
-    # per agent, in that agent's order.
-    replies: dict[str, list[dict[str, Any]]] = {}
-
-    def record(request: LLMRequest) -> dict[str, Any]:
-        answer = reply(request.messages)
-        replies.setdefault(speaker(request), []).append(answer)
-        return answer
+    replies = RecordedReplies()
 
     first = debate_society(tmp_path / "first")
     drop_session(first)
     (queued,) = agent_status(first, "moderator").sessions
     assert (queued.session_id, queued.state) == (SESSION, "queued")
-    make_daemon(first, FakeProvider(record)).run(until_idle=True, watch=False)
+    make_daemon(first, FakeProvider(replies.record)).run(until_idle=True, watch=False)
     second = debate_society(tmp_path / "second")
     drop_session(second)
-    queues = {agent: list(answers) for agent, answers in replies.items()}
-    replay = FakeProvider(lambda request: queues[speaker(request)].pop(0))
+    replay = FakeProvider(replies.replay)
     make_daemon(second, replay).run(until_idle=True, watch=False)
 
-    assert len(replay.history) == sum(len(answers) for answers in replies.values())
-    assert not any(queues.values())
+    assert len(replay.history) == replies.count
+    assert not any(replies.left.values())
     one = (outbox(first) / "decisions.jsonl").read_bytes()
     two = (outbox(second) / "decisions.jsonl").read_bytes()
     assert one and one == two
@@ -285,16 +295,11 @@ def test_a_stopped_session_resumes_and_ends_as_if_never_stopped(tmp_path: Path) 
 
 def test_a_moderator_llm_only_phrases_lines_and_never_changes_a_decision(tmp_path: Path) -> None:
     # The voiced lines reach the agents' prompts, so replay the participants' own replies.
-    replies: dict[str, list[dict[str, Any]]] = {}
-
-    def record(request: LLMRequest) -> dict[str, Any]:
-        answer = reply(request.messages)
-        replies.setdefault(speaker(request), []).append(answer)
-        return answer
+    replies = RecordedReplies()
 
     plain = debate_society(tmp_path / "plain")
     drop_session(plain)
-    make_daemon(plain, FakeProvider(record)).run(until_idle=True, watch=False)
+    make_daemon(plain, FakeProvider(replies.record)).run(until_idle=True, watch=False)
 
     voiced = debate_society(tmp_path / "voiced")
     write_json(
@@ -314,7 +319,7 @@ def test_a_moderator_llm_only_phrases_lines_and_never_changes_a_decision(tmp_pat
         if system.startswith("You are the voice of a discussion's moderator"):
             asked.append(request.messages[1]["content"])
             return {"text": f"Voiced line {len(asked)}."}
-        return replies[speaker(request)].pop(0)
+        return replies.replay(request)
 
     make_daemon(voiced, FakeProvider(answer)).run(until_idle=True, watch=False)
 

@@ -29,7 +29,7 @@ from agenttalk.discussion.turns import normalise_intent
 from agenttalk.discussion.voice import Voice
 from agenttalk.eventlog import EventLog, EventType
 from agenttalk.events import EventDraft, EventMeta
-from agenttalk.models import DiscussionTurn
+from agenttalk.models import DiscussionTurn, TurnKind
 from agenttalk.moderator import (
     Intent,
     ModeratorAction,
@@ -202,22 +202,20 @@ class SessionRunner:
     # -- helpers -------------------------------------------------------------------------------
 
     def _turn(
-        self, state: ModeratorState, kind: str, call_reason: str | None = None
+        self, state: ModeratorState, kind: TurnKind, call_reason: str | None = None
     ) -> DiscussionTurn:
         phase = self.session.scenario.phase(state.current_phase_id)
         assert phase is not None
-        return DiscussionTurn.model_validate(
-            {
-                "session_id": self.spec.session_id,
-                "turn": kind,
-                "topic": self.spec.topic,
-                "phase_name": phase.name,
-                "phase_type": phase.type,
-                "round": state.phase_round + 1,
-                "max_rounds": phase.max_rounds,
-                "call_reason": call_reason,
-                "recent_events_limit": self.spec.recent_events_limit,
-            }
+        return DiscussionTurn(
+            session_id=self.spec.session_id,
+            turn=kind,
+            topic=self.spec.topic,
+            phase_name=phase.name,
+            phase_type=phase.type,
+            round=state.phase_round + 1,
+            max_rounds=phase.max_rounds,
+            call_reason=call_reason,
+            recent_events_limit=self.spec.recent_events_limit,
         )
 
     def _event(

@@ -195,6 +195,18 @@ def _read(path: Path) -> Any:
     return json.loads(path.read_bytes())
 
 
+def assert_ended_well(
+    root: Path, commands: list[Cmd], *, allow_failed: bool = False, context: str = ""
+) -> dict[str, str]:
+    """The end state every torture test checks: each command ended exactly once, no file
+    half-written, no bookkeeping left, `agenttalk status` agrees. Returns command_id -> status."""
+    statuses = assert_each_ended_once(root, commands, allow_failed=allow_failed, context=context)
+    assert_no_half_written_files(root)
+    assert_no_bookkeeping_left(root)
+    assert_status_agrees(root, statuses, commands)
+    return statuses
+
+
 def assert_each_ended_once(
     root: Path, commands: list[Cmd], *, allow_failed: bool = False, context: str = ""
 ) -> dict[str, str]:

@@ -19,10 +19,7 @@ from agenttalk import fsio
 
 from .support import (
     Cmd,
-    assert_each_ended_once,
-    assert_no_bookkeeping_left,
-    assert_no_half_written_files,
-    assert_status_agrees,
+    assert_ended_well,
     daemon_process,
     make_root,
     size,
@@ -105,7 +102,4 @@ def test_a_burst_that_overflows_inotify_still_runs_every_command(tmp_path: Path)
     assert "inotify queue overflowed" in log.read_text(errors="replace").lower(), (
         "the burst did not overflow the inotify queue; the test shows nothing"
     )
-    statuses = assert_each_ended_once(root, commands)
-    assert_no_half_written_files(root)
-    assert_no_bookkeeping_left(root)
-    assert_status_agrees(root, statuses, commands)
+    assert_ended_well(root, commands)

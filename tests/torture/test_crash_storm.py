@@ -23,10 +23,7 @@ from agenttalk.society import CommandKey
 
 from .support import (
     Cmd,
-    assert_each_ended_once,
-    assert_no_bookkeeping_left,
-    assert_no_half_written_files,
-    assert_status_agrees,
+    assert_ended_well,
     daemon_process,
     drop,
     make_root,
@@ -130,10 +127,7 @@ def test_random_sigkills_of_the_daemon_still_end_every_chained_command_exactly_o
     )
     assert len(kills) == kills_planned
     assert sum(1 for where, _ in kills if where == "work") >= kills_planned // 2, context
-    statuses = assert_each_ended_once(root, commands, context=context)
-    assert_no_half_written_files(root)
-    assert_no_bookkeeping_left(root)
-    assert_status_agrees(root, statuses, commands)
+    assert_ended_well(root, commands, context=context)
     for cmd in commands:
         if cmd.send_to == ("user",):
             message = (root / "agents/user/inbox" / PLAN / cmd.output_name).read_text()

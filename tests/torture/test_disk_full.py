@@ -23,10 +23,8 @@ from agenttalk.diskspace import DiskGuard, is_disk_full
 
 from .support import (
     Cmd,
-    assert_each_ended_once,
-    assert_no_bookkeeping_left,
+    assert_ended_well,
     assert_no_half_written_files,
-    assert_status_agrees,
     daemon_process,
     make_root,
     tail,
@@ -157,10 +155,7 @@ def test_a_full_disk_holds_new_work_loses_nothing_and_resumes(
         text = log.read_text()
         assert "new commands wait and nothing accepted is lost" in text
         assert "Traceback" not in text, tail(log)
-        statuses = assert_each_ended_once(root, everything)
-        assert_no_half_written_files(root)
-        assert_no_bookkeeping_left(root)
-        assert_status_agrees(root, statuses, everything)
+        assert_ended_well(root, everything)
 
 
 def test_the_guard_holds_work_with_one_alert_and_lets_it_go_when_space_is_back(
